@@ -1,0 +1,49 @@
+// swift-tools-version: 6.0
+// RelayTrace: record-and-replay debugger for the PlanToCode relay client.
+// Dependencies only go downward (see docs/ARCHITECTURE.md):
+//   relaytrace -> RelayTraceCLI -> Trace / RelayClient -> RelayProtocol -> (Foundation, CZstd, COpenSSL)
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "RelayTrace",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "relaytrace", targets: ["relaytrace"]),
+        .library(name: "RelayProtocol", targets: ["RelayProtocol"]),
+        .library(name: "RelayClient", targets: ["RelayClient"]),
+        .library(name: "RelayTestSupport", targets: ["RelayTestSupport"]),
+        .library(name: "Trace", targets: ["Trace"]),
+        .library(name: "WebSocket", targets: ["WebSocket"]),
+    ],
+    targets: [
+        // C libraries from Debian -dev packages (installed by tools/setup.sh).
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+
+        // Wire model: JSON values, messages, RPC catalogue, traceparent, PTC1, seeded RNG.
+        .target(name: "RelayProtocol", swiftSettings: strict),
+        // The sans-IO relay client machine (SPEC Part A).
+        .target(name: "RelayClient", dependencies: ["RelayProtocol"], swiftSettings: strict),
+        // Test harness for the machine: virtual time, feed inputs, take actions, finish.
+        .target(name: "RelayTestSupport", dependencies: ["RelayClient", "RelayProtocol"], swiftSettings: strict),
+        // Trace file: records, chunked zstd writer/reader, index, redaction.
+        .target(name: "Trace", dependencies: ["CZstd", "COpenSSL", "RelayProtocol"], swiftSettings: strict),
+        // RFC 6455 codec (sans-IO).
+        .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // The command-line interface; `relaytrace` is a two-line main.
+        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient"], swiftSettings: strict),
+        .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
+
+        .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),
+        .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

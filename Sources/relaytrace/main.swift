@@ -1,0 +1,2 @@
+import RelayTraceCLI
+RelayTraceCommand.main()

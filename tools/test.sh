@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command (README.md): set-up, a warning-free build, then every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./tools/setup.sh
+# Zero warnings is a house rule: the build fails on any warning.
+swift build --build-tests -Xswiftc -warnings-as-errors
+swift test --skip-build --parallel -Xswiftc -warnings-as-errors
