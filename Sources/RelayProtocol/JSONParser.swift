@@ -1,0 +1,462 @@
+/// Why a JSON text was rejected, and where.
+public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The byte offset in the input where the problem was found.
+    public let offset: Int
+    /// What is wrong, in words.
+    public let message: String
+
+    /// Creates an error at byte `offset`.
+    public init(offset: Int, message: String) {
+        self.offset = offset
+        self.message = message
+    }
+
+    /// `invalid JSON at byte <offset>: <message>`.
+    public var description: String { "invalid JSON at byte \(offset): \(message)" }
+}
+
+extension JSONValue {
+    /// The deepest nesting of arrays and objects `init(parsing:)` accepts; deeper input is rejected with
+    /// a `JSONParseError` instead of exhausting the stack.
+    public static let maxDepth = 512
+
+    /// Parses one JSON value from UTF-8 bytes (strict RFC 8259).
+    ///
+    /// Rejected: trailing commas, `NaN`/`Infinity`, leading zeros, unescaped control characters in
+    /// strings, lone or unpaired surrogates in `\u` escapes, invalid UTF-8 (overlong forms, encoded
+    /// surrogates, code points above U+10FFFF), a byte order mark, numbers whose magnitude overflows a
+    /// `Double` (such as `1e400`), nesting deeper than `maxDepth`, and anything but whitespace after the
+    /// value. Duplicate object keys are accepted and the last one wins.
+    public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
+        let fast: Result<JSONValue, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buffer in
+            JSONValue.parse(buffer)
+        }
+        if let fast {
+            self = try fast.get()
+        } else {
+            self = try Array(bytes).withUnsafeBufferPointer { JSONValue.parse($0) }.get()
+        }
+    }
+
+    /// Parses one JSON value from a string (its UTF-8 bytes); see `init(parsing:)` for the rules.
+    public init(parsing text: String) throws(JSONParseError) {
+        var text = text
+        self = try text.withUTF8 { JSONValue.parse($0) }.get()
+    }
+
+    static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
+        var parser = JSONByteParser(buffer)
+        do throws(JSONParseError) {
+            return .success(try parser.parseDocument())
+        } catch {
+            return .failure(error)
+        }
+    }
+}
+
+/// ASCII bytes the parser and serialiser care about.
+enum ASCII {
+    static let quote = UInt8(ascii: "\"")
+    static let backslash = UInt8(ascii: "\\")
+    static let slash = UInt8(ascii: "/")
+    static let comma = UInt8(ascii: ",")
+    static let colon = UInt8(ascii: ":")
+    static let openBrace = UInt8(ascii: "{")
+    static let closeBrace = UInt8(ascii: "}")
+    static let openBracket = UInt8(ascii: "[")
+    static let closeBracket = UInt8(ascii: "]")
+    static let minus = UInt8(ascii: "-")
+    static let plus = UInt8(ascii: "+")
+    static let dot = UInt8(ascii: ".")
+    static let zero = UInt8(ascii: "0")
+    static let nine = UInt8(ascii: "9")
+    static let lowerE = UInt8(ascii: "e")
+    static let upperE = UInt8(ascii: "E")
+    static let space = UInt8(ascii: " ")
+    static let tab = UInt8(ascii: "\t")
+    static let newline = UInt8(ascii: "\n")
+    static let carriageReturn = UInt8(ascii: "\r")
+}
+
+/// A recursive-descent parser over a contiguous byte buffer. Every read is bounds-checked against
+/// `end`; recursion is bounded by `JSONValue.maxDepth`.
+struct JSONByteParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let end: Int
+    var index = 0
+    var depth = 0
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+        self.end = bytes.count
+    }
+
+    private func fail(_ message: String, at offset: Int) -> JSONParseError {
+        JSONParseError(offset: offset, message: message)
+    }
+
+    private func describe(_ byte: UInt8) -> String {
+        if byte >= 0x21 && byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
+        return "byte 0x\(hexString([byte]))"
+    }
+
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        if end >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
+            throw fail("a byte order mark is not allowed; send UTF-8 without a BOM", at: 0)
+        }
+        skipWhitespace()
+        let value = try parseValue()
+        skipWhitespace()
+        if index < end {
+            throw fail("unexpected \(describe(bytes[index])) after the JSON value; only whitespace may follow", at: index)
+        }
+        return value
+    }
+
+    @inline(__always)
+    private mutating func skipWhitespace() {
+        while index < end {
+            let b = bytes[index]
+            guard b == ASCII.space || b == ASCII.newline || b == ASCII.carriageReturn || b == ASCII.tab else { return }
+            index += 1
+        }
+    }
+
+    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard index < end else { throw fail("unexpected end of input; expected a value", at: index) }
+        switch bytes[index] {
+        case ASCII.openBrace: return try parseObject()
+        case ASCII.openBracket: return try parseArray()
+        case ASCII.quote: return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case ASCII.minus, ASCII.zero...ASCII.nine: return try parseNumber()
+        case let b:
+            throw fail("unexpected \(describe(b)); expected a value (object, array, string, number, true, false or null)", at: index)
+        }
+    }
+
+    private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let start = index
+        let count = literal.utf8CodeUnitCount
+        let lit = literal.utf8Start
+        for k in 0..<count {
+            guard index < end, bytes[index] == lit[k] else {
+                throw fail("invalid literal; expected '\(literal)'", at: start)
+            }
+            index += 1
+        }
+    }
+
+    private mutating func enter(at offset: Int) throws(JSONParseError) {
+        depth += 1
+        if depth > JSONValue.maxDepth {
+            throw fail("nesting deeper than \(JSONValue.maxDepth) arrays/objects", at: offset)
+        }
+    }
+
+    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        let open = index
+        try enter(at: open)
+        index += 1
+        var members = [String: JSONValue]()
+        skipWhitespace()
+        if index < end && bytes[index] == ASCII.closeBrace {
+            index += 1
+            depth -= 1
+            return .object(members)
+        }
+        while true {
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            guard bytes[index] == ASCII.quote else {
+                if bytes[index] == ASCII.closeBrace {
+                    throw fail("trailing comma before '}'", at: index)
+                }
+                throw fail("unexpected \(describe(bytes[index])); expected a string key", at: index)
+            }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            guard bytes[index] == ASCII.colon else {
+                throw fail("unexpected \(describe(bytes[index])); expected ':' after the key", at: index)
+            }
+            index += 1
+            skipWhitespace()
+            members[key] = try parseValue()
+            skipWhitespace()
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            switch bytes[index] {
+            case ASCII.comma:
+                index += 1
+                skipWhitespace()
+            case ASCII.closeBrace:
+                index += 1
+                depth -= 1
+                return .object(members)
+            case let b:
+                throw fail("unexpected \(describe(b)); expected ',' or '}' in the object opened at byte \(open)", at: index)
+            }
+        }
+    }
+
+    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        let open = index
+        try enter(at: open)
+        index += 1
+        var elements = [JSONValue]()
+        skipWhitespace()
+        if index < end && bytes[index] == ASCII.closeBracket {
+            index += 1
+            depth -= 1
+            return .array(elements)
+        }
+        while true {
+            guard index < end else { throw fail("unterminated array opened at byte \(open)", at: index) }
+            if bytes[index] == ASCII.closeBracket {
+                throw fail("trailing comma before ']'", at: index)
+            }
+            elements.append(try parseValue())
+            skipWhitespace()
+            guard index < end else { throw fail("unterminated array opened at byte \(open)", at: index) }
+            switch bytes[index] {
+            case ASCII.comma:
+                index += 1
+                skipWhitespace()
+            case ASCII.closeBracket:
+                index += 1
+                depth -= 1
+                return .array(elements)
+            case let b:
+                throw fail("unexpected \(describe(b)); expected ',' or ']' in the array opened at byte \(open)", at: index)
+            }
+        }
+    }
+
+    @inline(__always)
+    private func isDigit(_ b: UInt8) -> Bool { b &- ASCII.zero < 10 }
+
+    private mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        var negative = false
+        if bytes[index] == ASCII.minus {
+            negative = true
+            index += 1
+        }
+        guard index < end, isDigit(bytes[index]) else {
+            throw fail("expected a digit after '-'", at: index)
+        }
+        var magnitude: UInt64 = 0
+        var overflow = false
+        if bytes[index] == ASCII.zero {
+            index += 1
+            if index < end && isDigit(bytes[index]) {
+                throw fail("leading zeros are not allowed in numbers", at: start)
+            }
+        } else {
+            while index < end, isDigit(bytes[index]) {
+                let (m, o1) = magnitude.multipliedReportingOverflow(by: 10)
+                let (a, o2) = m.addingReportingOverflow(UInt64(bytes[index] &- ASCII.zero))
+                magnitude = a
+                overflow = overflow || o1 || o2
+                index += 1
+            }
+        }
+        var integral = true
+        if index < end && bytes[index] == ASCII.dot {
+            integral = false
+            index += 1
+            guard index < end, isDigit(bytes[index]) else {
+                throw fail("expected a digit after the decimal point", at: index)
+            }
+            while index < end, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < end && (bytes[index] == ASCII.lowerE || bytes[index] == ASCII.upperE) {
+            integral = false
+            index += 1
+            if index < end && (bytes[index] == ASCII.plus || bytes[index] == ASCII.minus) { index += 1 }
+            guard index < end, isDigit(bytes[index]) else {
+                throw fail("expected a digit in the exponent", at: index)
+            }
+            while index < end, isDigit(bytes[index]) { index += 1 }
+        }
+        if integral && !overflow {
+            if !negative {
+                if magnitude <= UInt64(Int64.max) { return .int(Int64(magnitude)) }
+            } else if magnitude == 0 {
+                return .double(-0.0)
+            } else if magnitude <= UInt64(Int64.max) + 1 {
+                return .int(Int64(bitPattern: 0 &- magnitude))
+            }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        guard let value = Double(text), value.isFinite else {
+            throw fail("number \(text.prefix(40)) is out of the range of a 64-bit double", at: start)
+        }
+        return .double(value)
+    }
+
+    /// Parses a string starting at the opening quote; leaves `index` after the closing quote.
+    private mutating func parseString() throws(JSONParseError) -> String {
+        let open = index
+        index += 1
+        let contentStart = index
+        while index < end {
+            let b = bytes[index]
+            if b == ASCII.quote {
+                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[contentStart..<index]), as: UTF8.self)
+                index += 1
+                return s
+            } else if b == ASCII.backslash {
+                return try parseEscapedString(open: open, contentStart: contentStart)
+            } else if b < 0x20 {
+                throw fail("control character \(describe(b)) in a string must be escaped", at: index)
+            } else if b < 0x80 {
+                index += 1
+            } else {
+                try skipUTF8Sequence()
+            }
+        }
+        throw fail("unterminated string opened at byte \(open)", at: index)
+    }
+
+    /// The slow path: the string contains escapes, so its bytes are rebuilt.
+    private mutating func parseEscapedString(open: Int, contentStart: Int) throws(JSONParseError) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(index - contentStart + 16)
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[contentStart..<index]))
+        while index < end {
+            let b = bytes[index]
+            if b == ASCII.quote {
+                index += 1
+                return String(decoding: out, as: UTF8.self)
+            } else if b == ASCII.backslash {
+                let escapeStart = index
+                index += 1
+                guard index < end else { break }
+                let e = bytes[index]
+                index += 1
+                switch e {
+                case ASCII.quote: out.append(ASCII.quote)
+                case ASCII.backslash: out.append(ASCII.backslash)
+                case ASCII.slash: out.append(ASCII.slash)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    let unit = try parseHex4(escapeStart: escapeStart)
+                    var scalarValue = UInt32(unit)
+                    if unit >= 0xD800 && unit < 0xDC00 {
+                        guard index + 1 < end, bytes[index] == ASCII.backslash, bytes[index + 1] == UInt8(ascii: "u") else {
+                            throw fail("high surrogate \\u\(hex16(unit)) is not followed by a low surrogate escape", at: escapeStart)
+                        }
+                        let lowStart = index
+                        index += 2
+                        let low = try parseHex4(escapeStart: lowStart)
+                        guard low >= 0xDC00 && low < 0xE000 else {
+                            throw fail("high surrogate \\u\(hex16(unit)) is followed by \\u\(hex16(low)), not a low surrogate", at: lowStart)
+                        }
+                        scalarValue = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                    } else if unit >= 0xDC00 && unit < 0xE000 {
+                        throw fail("lone low surrogate \\u\(hex16(unit)) without a preceding high surrogate", at: escapeStart)
+                    }
+                    appendUTF8(scalarValue, to: &out)
+                default:
+                    throw fail("invalid escape \\\(Character(Unicode.Scalar(e < 0x80 ? e : UInt8(ascii: "?")))); valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", at: escapeStart)
+                }
+            } else if b < 0x20 {
+                throw fail("control character \(describe(b)) in a string must be escaped", at: index)
+            } else if b < 0x80 {
+                out.append(b)
+                index += 1
+            } else {
+                let s = index
+                try skipUTF8Sequence()
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[s..<index]))
+            }
+        }
+        throw fail("unterminated string opened at byte \(open)", at: index)
+    }
+
+    private func hex16(_ unit: UInt16) -> String {
+        RelayProtocol.hexString([UInt8(unit >> 8), UInt8(unit & 0xFF)])
+    }
+
+    private mutating func parseHex4(escapeStart: Int) throws(JSONParseError) -> UInt16 {
+        guard index + 4 <= end else {
+            throw fail("truncated \\u escape; expected 4 hex digits", at: escapeStart)
+        }
+        var v: UInt16 = 0
+        for _ in 0..<4 {
+            let c = bytes[index]
+            let d: UInt8
+            switch c {
+            case ASCII.zero...ASCII.nine: d = c - ASCII.zero
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = c - UInt8(ascii: "A") + 10
+            default: throw fail("invalid hex digit \(describe(c)) in a \\u escape", at: index)
+            }
+            v = v << 4 | UInt16(d)
+            index += 1
+        }
+        return v
+    }
+
+    private func appendUTF8(_ v: UInt32, to out: inout [UInt8]) {
+        switch v {
+        case 0..<0x80:
+            out.append(UInt8(v))
+        case 0x80..<0x800:
+            out.append(UInt8(0xC0 | (v >> 6)))
+            out.append(UInt8(0x80 | (v & 0x3F)))
+        case 0x800..<0x10000:
+            out.append(UInt8(0xE0 | (v >> 12)))
+            out.append(UInt8(0x80 | ((v >> 6) & 0x3F)))
+            out.append(UInt8(0x80 | (v & 0x3F)))
+        default:
+            out.append(UInt8(0xF0 | (v >> 18)))
+            out.append(UInt8(0x80 | ((v >> 12) & 0x3F)))
+            out.append(UInt8(0x80 | ((v >> 6) & 0x3F)))
+            out.append(UInt8(0x80 | (v & 0x3F)))
+        }
+    }
+
+    /// Validates one multi-byte UTF-8 sequence at `index` (whose lead byte is >= 0x80) and moves past it.
+    /// Strict: no overlong forms, no encoded surrogates, nothing above U+10FFFF.
+    private mutating func skipUTF8Sequence() throws(JSONParseError) {
+        let start = index
+        let lead = bytes[index]
+        let length: Int
+        var lower: UInt8 = 0x80
+        var upper: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; lower = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; upper = 0x9F
+        case 0xF0: length = 4; lower = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; upper = 0x8F
+        default:
+            throw fail("invalid UTF-8: byte 0x\(RelayProtocol.hexString([lead])) cannot start a character", at: start)
+        }
+        guard start + length <= end else {
+            throw fail("invalid UTF-8: truncated \(length)-byte sequence", at: start)
+        }
+        let second = bytes[start + 1]
+        guard second >= lower && second <= upper else {
+            throw fail("invalid UTF-8: bad continuation byte 0x\(RelayProtocol.hexString([second])) (overlong, surrogate or out of range)", at: start + 1)
+        }
+        if length > 2 {
+            for k in 2..<length {
+                let c = bytes[start + k]
+                guard c & 0xC0 == 0x80 else {
+                    throw fail("invalid UTF-8: bad continuation byte 0x\(RelayProtocol.hexString([c]))", at: start + k)
+                }
+            }
+        }
+        index = start + length
+    }
+}
