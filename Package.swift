@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
 
-        .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),
