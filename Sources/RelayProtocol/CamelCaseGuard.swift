@@ -1,5 +1,5 @@
 /// A key containing `_` found in a JSON value that must be camelCase (PROTOCOL.md §2, SPEC A8).
-public struct CamelCaseViolation: Error, Sendable, Equatable, CustomStringConvertible {
+public struct CamelCaseViolation: Error, Sendable, Hashable, CustomStringConvertible {
     /// The offending key, e.g. `file_path`.
     public let key: String
     /// The JSONPath of the key, e.g. `$.payload.params.updateData.file_path` or `$.items[2].snake_key`.

@@ -1,5 +1,5 @@
 /// Why a JSON text was rejected, and where.
-public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The byte offset in the input where the problem was found.
     public let offset: Int
     /// What is wrong, in words.

@@ -1,5 +1,5 @@
 /// Why a JSON message could not be decoded as a relay message, and where.
-public struct MessageDecodeError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct MessageDecodeError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The JSONPath of the offending value, e.g. `$.payload.deviceId` (`$` for the whole message).
     public let path: String
     /// What is wrong, e.g. `expected a string, found integer`.

@@ -1,5 +1,5 @@
 /// Why bytes are not a PTC1 terminal frame, or a frame cannot be encoded.
-public struct TerminalFrameError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct TerminalFrameError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kind of problem.
     public enum Kind: Sendable, Hashable {
         /// Fewer than the 6 header bytes (magic + length).

@@ -1,5 +1,5 @@
 /// Why a W3C `traceparent` was rejected.
-public struct TraceParentError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct TraceParentError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The character offset in the header where the problem is (0 for a wrong total length).
     public let offset: Int
     /// What is wrong, in words.
