@@ -364,7 +364,7 @@ struct JSONByteParser {
                     }
                     appendUTF8(scalarValue, to: &out)
                 default:
-                    throw fail("invalid escape \\\(Character(Unicode.Scalar(e < 0x80 ? e : UInt8(ascii: "?")))); valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", at: escapeStart)
+                    throw fail("invalid escape \\ followed by \(describe(e)); valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", at: escapeStart)
                 }
             } else if b < 0x20 {
                 throw fail("control character \(describe(b)) in a string must be escaped", at: index)
