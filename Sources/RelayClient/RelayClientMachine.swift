@@ -1,0 +1,462 @@
+public import RelayProtocol
+
+/// The relay client as a deterministic, sans-IO state machine (SPEC Part A, sections A4-A8).
+///
+/// It never reads a clock, a socket, a random generator or the keychain: ``handle(_:at:)`` takes one
+/// ``ClientInput`` with the ``Moment`` it happened at and returns the ``ClientAction``s a driver must
+/// perform. Randomness (request IDs, trace IDs, jitter) comes from a ``SeededRandom`` built from
+/// ``ClientConfiguration/seed``, so the same seed and inputs give byte-identical actions.
+///
+/// Connection life: ``ClientInput/start(_:)`` opens generation 1; `transportOpened` sends `register`;
+/// `registered`/`resumed` arms the heartbeat (5 s) and the watchdog (15 s); a failure closes the
+/// generation and opens the next after the reconnect ladder. See docs/ARCHITECTURE.md.
+public struct RelayClientMachine: Sendable {
+    /// The fixed configuration.
+    public let configuration: ClientConfiguration
+    /// The connection phase.
+    public private(set) var phase: ConnectionPhase = .idle
+    /// The current transport generation (nil when no socket is current).
+    public private(set) var generation: Generation?
+    /// The last generation handed out (0 before the first socket).
+    public private(set) var lastGeneration = Generation(0)
+    /// The calls in flight or waiting for registration.
+    public private(set) var pendingCalls = PendingCalls()
+    /// The resume credentials the client holds (SPEC A7).
+    public private(set) var resumeCredentials: ResumeCredentials?
+    /// The ownership generation the token store granted this client.
+    public private(set) var resumeOwnership: UInt64 = 0
+    /// The times of the invalid resumes still inside the rolling window (SPEC A7).
+    public private(set) var recentInvalidResumes: [Moment] = []
+    /// The highest relay `eventId` seen (sent as `lastEventId` in `register`).
+    public private(set) var lastEventId: Int64?
+    /// The time of the last input handled.
+    public private(set) var now: Moment = .zero
+    /// The time of the last inbound message on the current generation.
+    public private(set) var lastInbound: Moment = .zero
+    /// How many reconnects have been attempted since the last successful registration.
+    public private(set) var reconnectAttempt = 0
+
+    private var rng: SeededRandom
+    private var jwt = ""
+    private var armed: [TimerID: ArmedTimer] = [:]
+    private var armSequence: UInt64 = 0
+    private var sendRetries: [UInt64: HeldSend] = [:]
+    private var lastRetrySlot: UInt64 = 0
+    private var out: [ClientAction] = []
+
+    private struct ArmedTimer: Sendable, Hashable {
+        var deadline: Moment
+        var sequence: UInt64
+    }
+
+    private struct HeldSend: Sendable, Hashable {
+        var generation: Generation
+        var frame: WireFrame
+        var attempt: Int
+    }
+
+    /// Creates an idle machine.
+    public init(configuration: ClientConfiguration) {
+        self.configuration = configuration
+        self.rng = SeededRandom(seed: configuration.seed)
+    }
+
+    /// The armed timers with their deadlines, in arming order.
+    public var armedTimers: [(id: TimerID, deadline: Moment)] {
+        armed.sorted { $0.value.sequence < $1.value.sequence }.map { ($0.key, $0.value.deadline) }
+    }
+
+    /// Handles one input at `time` and returns the actions to perform, in order.
+    public mutating func handle(_ input: ClientInput, at time: Moment) -> [ClientAction] {
+        var actions: [ClientAction] = []
+        handle(input, at: time, into: &actions)
+        return actions
+    }
+
+    /// Handles one input at `time`, appending the actions to `actions` (no allocation when it has room).
+    public mutating func handle(_ input: ClientInput, at time: Moment, into actions: inout [ClientAction]) {
+        swap(&out, &actions)
+        defer { swap(&out, &actions) }
+        if time < now {
+            emit(.diagnostic(.timeWentBackwards(from: now, to: time)))
+        } else {
+            now = time
+        }
+        switch input {
+        case .start(let parameters):
+            start(parameters)
+        case .stop:
+            stop(.stopped)
+        case .transportOpened(let g):
+            guard isCurrent(g, "transportOpened") else { return }
+            guard phase == .connecting(g) else { return ignored("transportOpened") }
+            setPhase(.registering(g))
+            sendRegister(on: g)
+        case .transportFrame(let g, let frame):
+            guard isCurrent(g, "frame") else { return }
+            lastInbound = now
+            receive(frame, on: g)
+        case .transportClosed(let g, let code, let reason):
+            guard isCurrent(g, "transportClosed") else { return }
+            failConnection(.closedByPeer(code: code, reason: reason), socketAlreadyGone: true)
+        case .transportFailed(let g, let failure):
+            guard isCurrent(g, "transportFailed") else { return }
+            failConnection(.transport(failure), socketAlreadyGone: true)
+        case .sendFailed(let g, let frame, let attempt, let transient, let reason):
+            guard isCurrent(g, "sendFailed") else { return }
+            if transient {
+                lastRetrySlot += 1
+                sendRetries[lastRetrySlot] = HeldSend(generation: g, frame: frame, attempt: attempt + 1)
+                arm(.sendRetry(g, slot: lastRetrySlot), at: now + ClientConstants.sendRetryDelay(afterAttempt: attempt))
+            } else {
+                failConnection(.sendFailed(reason), socketAlreadyGone: false)
+            }
+        case .timerFired(let id):
+            timerFired(id)
+        case .call(let request):
+            call(request)
+        }
+    }
+
+    // MARK: - Start, stop, connections
+
+    private mutating func start(_ p: StartParameters) {
+        switch phase {
+        case .idle, .stopped: break
+        default: return ignored("start")
+        }
+        jwt = p.jwt
+        resumeCredentials = p.storedResume
+        resumeOwnership = p.resumeOwnership
+        recentInvalidResumes = []
+        reconnectAttempt = 0
+        openNextGeneration()
+    }
+
+    private mutating func stop(_ reason: ClientStopReason) {
+        if case .stopped = phase, generation == nil, armed.isEmpty, pendingCalls.isEmpty { return ignored("stop") }
+        if let g = generation {
+            emit(.closeTransport(g, code: ClientConstants.closeCode, reason: reason.description))
+        }
+        generation = nil
+        for (id, _) in armedTimers { cancel(id) }
+        sendRetries.removeAll()
+        for call in pendingCalls.all {
+            pendingCalls.remove(call.requestId, ownership: call.ownership)
+            emit(.callCompleted(call.callId, .failure(.clientStopped(reason.description))))
+        }
+        setPhase(.stopped(reason))
+    }
+
+    private mutating func openNextGeneration() {
+        let g = lastGeneration.next
+        lastGeneration = g
+        generation = g
+        lastInbound = now
+        emit(.openTransport(g, url: configuration.relayURL, headers: upgradeHeaders()))
+        arm(.handshake(g), at: now + ClientConstants.handshakeTimeout)
+        setPhase(.connecting(g))
+    }
+
+    /// SPEC A4: the upgrade headers, exactly and in this order.
+    private func upgradeHeaders() -> [HTTPHeader] {
+        [
+            HTTPHeader("Authorization", "Bearer \(jwt)"),
+            HTTPHeader("X-Device-ID", configuration.wireDeviceId),
+            HTTPHeader("X-Token-Binding", configuration.wireDeviceId),
+            HTTPHeader("X-Client-Type", ClientConstants.clientType),
+            HTTPHeader("X-Target-Desktop-Device-ID", configuration.desktopId),
+        ]
+    }
+
+    /// Fails the current generation: reports it, closes the socket unless it is already gone, cancels the
+    /// generation's timers and schedules the reconnect. Calls sent on it stay pending until their own
+    /// timeouts (a response cannot arrive on another socket; their timeout then touches nothing else).
+    private mutating func failConnection(_ failure: ConnectionFailure, socketAlreadyGone: Bool) {
+        guard let g = generation else { return }
+        emit(.connectionFailed(g, failure))
+        if !socketAlreadyGone {
+            emit(.closeTransport(g, code: ClientConstants.closeCode, reason: failure.description))
+        }
+        retire(g)
+        scheduleReconnect()
+    }
+
+    /// Makes `g` no longer current: cancels its timers and drops its held sends.
+    private mutating func retire(_ g: Generation) {
+        generation = nil
+        for (id, _) in armedTimers where id.generation == g { cancel(id) }
+        sendRetries = sendRetries.filter { $0.value.generation != g }
+    }
+
+    private mutating func scheduleReconnect() {
+        reconnectAttempt += 1
+        let ladder = ClientConstants.reconnectDelays
+        let base = ladder[min(reconnectAttempt - 1, ladder.count - 1)]
+        if base == .zero {
+            openNextGeneration()
+            return
+        }
+        let delay = rng.jittered(base, fraction: ClientConstants.reconnectJitter)
+        setPhase(.waitingToReconnect(attempt: reconnectAttempt))
+        arm(.reconnect(attempt: reconnectAttempt), at: now + delay)
+    }
+
+    // MARK: - Registration (A6, A7)
+
+    private mutating func sendRegister(on g: Generation) {
+        let payload = RegisterPayload(
+            deviceId: configuration.wireDeviceId,
+            deviceName: configuration.deviceName,
+            relaySessionId: resumeCredentials?.relaySessionId,
+            resumeToken: resumeCredentials?.resumeToken,
+            lastEventId: lastEventId,
+            relayProtocolVersion: ClientConstants.relayProtocolVersion,
+            targetDesktopDeviceId: configuration.desktopId)
+        send(.register(payload), on: g)
+        arm(.handshake(g), at: now + ClientConstants.handshakeTimeout)
+    }
+
+    private mutating func registered(on g: Generation, relaySessionId: String) {
+        cancel(.handshake(g))
+        cancel(.reRegister(g))
+        reconnectAttempt = 0
+        setPhase(.registered(g, relaySessionId: relaySessionId))
+        lastInbound = now
+        arm(.heartbeat(g), at: now + ClientConstants.heartbeatInterval)
+        arm(.watchdog(g), at: now + ClientConstants.watchdogTimeout)
+        for call in pendingCalls.all where call.sentOn == nil {
+            sendCall(call, on: g)
+        }
+    }
+
+    /// SPEC A7: forget the token, re-register without it after 0.2 s, and end the loop at the third
+    /// invalid resume inside a truly rolling 30 s window (every earlier failure younger than 30 s counts).
+    private mutating func invalidResume(on g: Generation) {
+        guard phase == .registering(g) else {
+            return emit(.diagnostic(.unexpectedMessage(g, type: "error/invalidResume", phase: phase.description)))
+        }
+        if resumeCredentials != nil {
+            resumeCredentials = nil
+            emit(.clearResumeCredentials(key: configuration.resumeKey, ownership: resumeOwnership))
+        }
+        let t = now
+        recentInvalidResumes.removeAll { t - $0 >= ClientConstants.invalidResumeWindow }
+        recentInvalidResumes.append(now)
+        if recentInvalidResumes.count >= ClientConstants.invalidResumeLoopCount {
+            return stop(.invalidResumeLoop)
+        }
+        cancel(.handshake(g))
+        arm(.reRegister(g), at: now + ClientConstants.invalidResumeReRegisterDelay)
+    }
+
+    // MARK: - Inbound
+
+    private mutating func receive(_ frame: WireFrame, on g: Generation) {
+        switch frame {
+        case .binary(let bytes):
+            do {
+                emit(.deliverTerminalOutput(try TerminalFrame(decoding: bytes)))
+            } catch {
+                emit(.diagnostic(.undecodableFrame(g, "\(error)")))
+            }
+        case .text(let text):
+            let json: JSONValue
+            do { json = try JSONValue(parsing: text) } catch {
+                return emit(.diagnostic(.undecodableFrame(g, "\(error)")))
+            }
+            do { try CamelCaseGuard.check(json) } catch {
+                return emit(.diagnostic(.droppedSnakeCaseMessage(g, path: error.path)))
+            }
+            let message: RelayMessage
+            do { message = try RelayMessage(decoding: json) } catch {
+                return emit(.diagnostic(.undecodableFrame(g, "\(error)")))
+            }
+            receive(message, on: g)
+        }
+    }
+
+    private mutating func receive(_ message: RelayMessage, on g: Generation) {
+        switch message {
+        case .registered(let r):
+            guard phase == .registering(g) else { return unexpected(message, on: g) }
+            let credentials = ResumeCredentials(relaySessionId: r.relaySessionId ?? r.sessionId, resumeToken: r.resumeToken)
+            resumeCredentials = credentials
+            emit(.storeResumeCredentials(key: configuration.resumeKey, credentials, ownership: resumeOwnership))
+            registered(on: g, relaySessionId: credentials.relaySessionId)
+        case .resumed(let r):
+            guard phase == .registering(g) else { return unexpected(message, on: g) }
+            registered(on: g, relaySessionId: r.sessionId)
+        case .error(let e):
+            switch e.code {
+            case .invalidResume:
+                invalidResume(on: g)
+            case .deviceOwnershipFailed:
+                failConnection(.deviceOwnershipFailed, socketAlreadyGone: false)
+            default:
+                emit(.diagnostic(.relayError(g, code: e.code.rawValue, message: e.message)))
+            }
+        case .rpcResponse(let r):
+            response(r, on: g)
+        case .event(let e):
+            if let id = e.eventId { lastEventId = max(lastEventId ?? id, id) }
+            emit(.deliverEvent(e))
+        case .pong:
+            return  // inbound traffic already fed the watchdog
+        case .ping:
+            send(.pong, on: g)
+        default:
+            unexpected(message, on: g)
+        }
+    }
+
+    private mutating func unexpected(_ message: RelayMessage, on g: Generation) {
+        emit(.diagnostic(.unexpectedMessage(g, type: message.typeName, phase: phase.description)))
+    }
+
+    // MARK: - Calls (A8)
+
+    private mutating func call(_ request: CallRequest) {
+        if case .stopped(let reason) = phase {
+            return emit(.callCompleted(request.callId, .failure(.clientStopped(reason.description))))
+        }
+        guard let method = RpcCatalogue.method(named: request.method) else {
+            return emit(.callCompleted(request.callId, .failure(.unknownMethod(request.method))))
+        }
+        if method.needsIdempotencyKey, (request.idempotencyKey ?? "").isEmpty {
+            return emit(.callCompleted(request.callId, .failure(.missingIdempotencyKey(method: method.name))))
+        }
+        let requestId = request.requestId ?? rng.uuidString()
+        if pendingCalls[requestId] != nil {
+            return emit(.callCompleted(request.callId, .failure(.duplicateRequestId(requestId))))
+        }
+        let rpc = RpcRequest(id: requestId, method: method.name, params: request.params,
+                             idempotencyKey: request.idempotencyKey, traceparent: TraceParent.random(using: &rng))
+        do {
+            _ = try RelayMessage.rpcRequest(rpc).encoded()
+        } catch {
+            return emit(.callCompleted(request.callId, .failure(.snakeCaseKey(path: error.path))))
+        }
+        let call = PendingCall(callId: request.callId, requestId: requestId, ownership: pendingCalls.nextOwnership(),
+                               method: method.name, request: rpc, sentOn: nil, startedAt: now,
+                               deadline: now + method.timeout)
+        _ = pendingCalls.insert(call)
+        arm(.rpcTimeout(requestId: requestId, ownership: call.ownership), at: call.deadline)
+        if case .registered(let g, _) = phase {
+            sendCall(call, on: g)
+        }
+    }
+
+    private mutating func sendCall(_ call: PendingCall, on g: Generation) {
+        send(.rpcRequest(call.request), on: g)
+        pendingCalls.markSent(call.requestId, ownership: call.ownership, on: g)
+    }
+
+    private mutating func response(_ r: RpcResponse, on g: Generation) {
+        guard let call = pendingCalls[r.id] else {
+            return emit(.diagnostic(.unmatchedResponse(requestId: r.id)))
+        }
+        guard let sentOn = call.sentOn, sentOn == g else {
+            return emit(.diagnostic(.responseOnOtherGeneration(requestId: r.id, sentOn: call.sentOn ?? Generation(0), receivedOn: g)))
+        }
+        if let received = r.traceparent, let sent = call.request.traceparent, received.traceId != sent.traceId {
+            return emit(.diagnostic(.traceIdMismatch(requestId: r.id, expected: sent.traceId, received: received.traceId)))
+        }
+        if r.error == nil, r.isFinal == false {
+            return emit(.callProgress(call.callId, r.result ?? .null))
+        }
+        pendingCalls.remove(call.requestId, ownership: call.ownership)
+        cancel(.rpcTimeout(requestId: call.requestId, ownership: call.ownership))
+        if let e = r.error {
+            emit(.callCompleted(call.callId, .failure(.remote(code: e.code, message: e.message, data: e.data))))
+        } else {
+            emit(.callCompleted(call.callId, .success(r.result ?? .null)))
+        }
+    }
+
+    /// SPEC A8: a timeout fails that call and reconnects the generation that sent it, and touches nothing
+    /// else when that generation was already replaced.
+    private mutating func callTimedOut(requestId: String, ownership: UInt64) {
+        guard let call = pendingCalls.remove(requestId, ownership: ownership) else { return }
+        emit(.callCompleted(call.callId, .failure(.timedOut(after: call.deadline - call.startedAt))))
+        if let sentOn = call.sentOn, sentOn == generation {
+            failConnection(.rpcTimeout(requestId: requestId), socketAlreadyGone: false)
+        }
+    }
+
+    // MARK: - Timers
+
+    private mutating func timerFired(_ id: TimerID) {
+        guard let timer = armed[id] else { return emit(.diagnostic(.staleTimer(id))) }
+        guard timer.deadline <= now else { return ignored("early \(id)") }
+        armed[id] = nil
+        switch id {
+        case .handshake(let g):
+            guard generation == g else { return }
+            failConnection(.handshakeTimeout, socketAlreadyGone: false)
+        case .heartbeat(let g):
+            guard generation == g, case .registered = phase else { return }
+            send(.heartbeat(HeartbeatPayload(activeSessionId: nil)), on: g)
+            arm(.heartbeat(g), at: now + ClientConstants.heartbeatInterval)
+        case .watchdog(let g):
+            guard generation == g else { return }
+            let due = lastInbound + ClientConstants.watchdogTimeout
+            if now >= due {
+                failConnection(.watchdog, socketAlreadyGone: false)
+            } else {
+                arm(.watchdog(g), at: due)
+            }
+        case .reRegister(let g):
+            guard generation == g, phase == .registering(g) else { return }
+            sendRegister(on: g)
+        case .sendRetry(let g, let slot):
+            guard let held = sendRetries.removeValue(forKey: slot), generation == g else { return }
+            emit(.send(g, held.frame, attempt: held.attempt))
+        case .rpcTimeout(let requestId, let ownership):
+            callTimedOut(requestId: requestId, ownership: ownership)
+        case .reconnect:
+            guard case .waitingToReconnect = phase else { return }
+            openNextGeneration()
+        }
+    }
+
+    private mutating func arm(_ id: TimerID, at deadline: Moment) {
+        armSequence += 1
+        armed[id] = ArmedTimer(deadline: deadline, sequence: armSequence)
+        emit(.armTimer(id, deadline: deadline))
+    }
+
+    private mutating func cancel(_ id: TimerID) {
+        if armed.removeValue(forKey: id) != nil { emit(.cancelTimer(id)) }
+    }
+
+    // MARK: - Helpers
+
+    private mutating func send(_ message: RelayMessage, on g: Generation) {
+        do {
+            emit(.send(g, .text(try message.encodedText()), attempt: 1))
+        } catch {
+            emit(.diagnostic(.droppedSnakeCaseMessage(g, path: error.path)))
+        }
+    }
+
+    private mutating func isCurrent(_ g: Generation, _ what: String) -> Bool {
+        if g == generation { return true }
+        emit(.diagnostic(.staleGeneration(g, current: generation, input: what)))
+        return false
+    }
+
+    private mutating func ignored(_ what: String) {
+        emit(.diagnostic(.ignoredInput(what, phase: phase.description)))
+    }
+
+    private mutating func setPhase(_ p: ConnectionPhase) {
+        guard p != phase else { return }
+        phase = p
+        emit(.phaseChanged(p))
+    }
+
+    private mutating func emit(_ action: ClientAction) {
+        out.append(action)
+    }
+}

@@ -1,0 +1,378 @@
+public import RelayProtocol
+
+/// A transport generation: one per socket the client opens, counting up from 1 (SPEC A5).
+///
+/// Every input and action that concerns a socket carries its generation. Inputs of a generation that is
+/// no longer current are ignored (and reported as a ``ClientDiagnostic/staleGeneration(_:current:input:)``).
+public struct Generation: RawRepresentable, Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The generation number.
+    public var rawValue: UInt64
+    /// Creates generation `rawValue`.
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    /// Creates generation `value`.
+    public init(_ value: UInt64) { rawValue = value }
+    public static func < (a: Generation, b: Generation) -> Bool { a.rawValue < b.rawValue }
+    /// `g3` for generation 3.
+    public var description: String { "g\(rawValue)" }
+    /// The generation after this one.
+    public var next: Generation { Generation(rawValue &+ 1) }
+}
+
+/// A caller's handle for one RPC call, chosen by the UI layer (unique per client for its lifetime).
+public struct CallID: RawRepresentable, Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The handle.
+    public var rawValue: UInt64
+    /// Creates handle `rawValue`.
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    /// Creates handle `value`.
+    public init(_ value: UInt64) { rawValue = value }
+    public static func < (a: CallID, b: CallID) -> Bool { a.rawValue < b.rawValue }
+    /// `call#7` for handle 7.
+    public var description: String { "call#\(rawValue)" }
+}
+
+/// One HTTP header of the upgrade request, in the order it is sent.
+public struct HTTPHeader: Sendable, Hashable, CustomStringConvertible {
+    /// The header name as sent.
+    public var name: String
+    /// The header value.
+    public var value: String
+    /// Creates a header.
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+    /// `Name: value`.
+    public var description: String { "\(name): \(value)" }
+}
+
+/// A timer the machine arms with ``ClientAction/armTimer(_:deadline:)`` and receives back as
+/// ``ClientInput/timerFired(_:)``. Arming an armed timer moves its deadline; a fire of a timer that is not
+/// armed (cancelled, or already fired) is stale and ignored.
+public enum TimerID: Sendable, Hashable, CustomStringConvertible {
+    /// A6: the handshake of this generation (open + register) must complete by the deadline.
+    case handshake(Generation)
+    /// A6: send the next `heartbeat` on this generation.
+    case heartbeat(Generation)
+    /// A6: check for inbound silence on this generation.
+    case watchdog(Generation)
+    /// A7: re-register without a token after `invalidResume`.
+    case reRegister(Generation)
+    /// A6: retry a send that failed transiently; `slot` names the held frame.
+    case sendRetry(Generation, slot: UInt64)
+    /// A8: the call with this request ID and ownership token times out.
+    case rpcTimeout(requestId: String, ownership: UInt64)
+    /// Open the next generation after a failure (reconnect attempt `attempt`, counting from 1).
+    case reconnect(attempt: Int)
+
+    /// A stable, human-readable name, e.g. `heartbeat(g3)`.
+    public var description: String {
+        switch self {
+        case .handshake(let g): "handshake(\(g))"
+        case .heartbeat(let g): "heartbeat(\(g))"
+        case .watchdog(let g): "watchdog(\(g))"
+        case .reRegister(let g): "reRegister(\(g))"
+        case .sendRetry(let g, let slot): "sendRetry(\(g),\(slot))"
+        case .rpcTimeout(let id, let own): "rpcTimeout(\(id),\(own))"
+        case .reconnect(let attempt): "reconnect(\(attempt))"
+        }
+    }
+
+    /// The generation this timer belongs to, when it belongs to one.
+    public var generation: Generation? {
+        switch self {
+        case .handshake(let g), .heartbeat(let g), .watchdog(let g), .reRegister(let g), .sendRetry(let g, _): g
+        case .rpcTimeout, .reconnect: nil
+        }
+    }
+}
+
+/// What the relay's stored resume state is for one (phone, desktop) pair (SPEC A7).
+public struct ResumeCredentials: Sendable, Hashable {
+    /// The relay session to resume (`relaySessionId`, 32 characters).
+    public var relaySessionId: String
+    /// The resume token (48 characters); not rotated on resume.
+    public var resumeToken: String
+    /// Creates credentials.
+    public init(relaySessionId: String, resumeToken: String) {
+        self.relaySessionId = relaySessionId
+        self.resumeToken = resumeToken
+    }
+}
+
+/// What the driver hands the machine when it starts a session.
+public struct StartParameters: Sendable, Hashable {
+    /// The app JWT for `Authorization: Bearer`.
+    public var jwt: String
+    /// The resume credentials read from the store for this client's key, if any.
+    public var storedResume: ResumeCredentials?
+    /// The ownership generation the resume-token store granted this client for its key (SPEC A7).
+    public var resumeOwnership: UInt64
+    /// Creates start parameters.
+    public init(jwt: String, storedResume: ResumeCredentials? = nil, resumeOwnership: UInt64) {
+        self.jwt = jwt
+        self.storedResume = storedResume
+        self.resumeOwnership = resumeOwnership
+    }
+}
+
+/// An RPC call from the UI layer (SPEC A8).
+public struct CallRequest: Sendable, Hashable {
+    /// The caller's handle; the outcome comes back under it.
+    public var callId: CallID
+    /// The method name; must be in ``RpcCatalogue``.
+    public var method: String
+    /// The parameters (camelCase keys only).
+    public var params: JSONValue
+    /// The idempotency key; required for keyed methods.
+    public var idempotencyKey: String?
+    /// A request ID chosen by the caller; when nil the machine draws a UUID from its seeded generator.
+    public var requestId: String?
+    /// Creates a call.
+    public init(callId: CallID, method: String, params: JSONValue = .object([:]), idempotencyKey: String? = nil,
+                requestId: String? = nil) {
+        self.callId = callId
+        self.method = method
+        self.params = params
+        self.idempotencyKey = idempotencyKey
+        self.requestId = requestId
+    }
+}
+
+/// How a transport failed before or instead of closing cleanly.
+public enum TransportFailure: Sendable, Hashable, CustomStringConvertible {
+    /// The relay refused the upgrade with this HTTP status (401, 429, 500, ...).
+    case upgradeRefused(status: Int)
+    /// A network-level error (DNS, connect, reset, TLS), described.
+    case network(String)
+
+    /// A one-line description.
+    public var description: String {
+        switch self {
+        case .upgradeRefused(let s): "upgrade refused with HTTP \(s)"
+        case .network(let m): m
+        }
+    }
+}
+
+/// Everything that happens to the client machine. Each input is handled at a ``Moment``.
+public enum ClientInput: Sendable, Hashable {
+    /// Start (or restart) the session: open the first socket.
+    case start(StartParameters)
+    /// Stop the session: close the socket (1001), cancel every timer, fail every pending call.
+    case stop
+    /// The socket of this generation completed its upgrade.
+    case transportOpened(Generation)
+    /// A message arrived on this generation.
+    case transportFrame(Generation, WireFrame)
+    /// The peer closed this generation (close code if one was received).
+    case transportClosed(Generation, code: UInt16?, reason: String)
+    /// This generation failed (refused upgrade, network error).
+    case transportFailed(Generation, TransportFailure)
+    /// A send on this generation failed; `attempt` echoes the action's attempt number.
+    case sendFailed(Generation, frame: WireFrame, attempt: Int, transient: Bool, reason: String)
+    /// An armed timer reached its deadline.
+    case timerFired(TimerID)
+    /// The UI calls an RPC method.
+    case call(CallRequest)
+}
+
+/// Why an RPC call failed.
+public enum CallFailure: Sendable, Hashable, CustomStringConvertible {
+    /// A8: the method is not in the catalogue; nothing was sent.
+    case unknownMethod(String)
+    /// A8: the method needs an idempotency key and none was given; nothing was sent.
+    case missingIdempotencyKey(method: String)
+    /// A8: a key containing `_` at this JSON path; nothing was sent.
+    case snakeCaseKey(path: String)
+    /// A8: a call with this request ID is already in flight; nothing was sent.
+    case duplicateRequestId(String)
+    /// A8: no final response within the method's timeout.
+    case timedOut(after: Duration)
+    /// The desktop (or relay) answered with a JSON-RPC error.
+    case remote(code: Int, message: String, data: JSONValue?)
+    /// The socket that carried the call was closed by the client (path lost, interface switch, stop).
+    case connectionClosed(String)
+    /// The client gave up (e.g. `invalidResumeLoop`) or was stopped.
+    case clientStopped(String)
+
+    /// A one-line description.
+    public var description: String {
+        switch self {
+        case .unknownMethod(let m): "unknown method \(m)"
+        case .missingIdempotencyKey(let m): "\(m) needs an idempotency key"
+        case .snakeCaseKey(let p): "snake_case key at \(p)"
+        case .duplicateRequestId(let id): "request ID \(id) already in flight"
+        case .timedOut(let d): "timed out after \(d.seconds) s"
+        case .remote(let code, let message, _): "remote error \(code): \(message)"
+        case .connectionClosed(let why): "connection closed: \(why)"
+        case .clientStopped(let why): "client stopped: \(why)"
+        }
+    }
+}
+
+/// The outcome of an RPC call.
+public enum CallOutcome: Sendable, Hashable {
+    /// The final `result`.
+    case success(JSONValue)
+    /// The call failed.
+    case failure(CallFailure)
+}
+
+/// Why a connection (one generation) was failed by the client.
+public enum ConnectionFailure: Sendable, Hashable, CustomStringConvertible {
+    /// A6: no `registered`/`resumed` within the handshake timeout.
+    case handshakeTimeout
+    /// A6: no inbound traffic within the watchdog timeout.
+    case watchdog
+    /// A8: a call sent on this generation timed out.
+    case rpcTimeout(requestId: String)
+    /// A6: a send failed for a reason that is not transient.
+    case sendFailed(String)
+    /// The peer closed the socket.
+    case closedByPeer(code: UInt16?, reason: String)
+    /// The transport failed.
+    case transport(TransportFailure)
+    /// The relay reported `deviceOwnershipFailed` after registration.
+    case deviceOwnershipFailed
+
+    /// A short reason, also used as the close reason.
+    public var description: String {
+        switch self {
+        case .handshakeTimeout: "handshake timeout"
+        case .watchdog: "watchdog: no inbound traffic"
+        case .rpcTimeout(let id): "rpc timeout \(id)"
+        case .sendFailed(let r): "send failed: \(r)"
+        case .closedByPeer(let code, let reason): "closed by peer (\(code.map(String.init) ?? "no code") \(reason))"
+        case .transport(let f): "transport failed: \(f)"
+        case .deviceOwnershipFailed: "deviceOwnershipFailed"
+        }
+    }
+}
+
+/// Why the client stopped for good (until the next ``ClientInput/start(_:)``).
+public enum ClientStopReason: Sendable, Hashable, CustomStringConvertible {
+    /// A7: three invalid resumes within the rolling window.
+    case invalidResumeLoop
+    /// ``ClientInput/stop`` was handled.
+    case stopped
+
+    /// The reason's name.
+    public var description: String {
+        switch self {
+        case .invalidResumeLoop: "invalidResumeLoop"
+        case .stopped: "stopped"
+        }
+    }
+}
+
+/// The connection phase, reported with ``ClientAction/phaseChanged(_:)`` whenever it changes.
+public enum ConnectionPhase: Sendable, Hashable, CustomStringConvertible {
+    /// Not started.
+    case idle
+    /// The socket of this generation is being opened.
+    case connecting(Generation)
+    /// The socket is open; `register` is sent or about to be re-sent.
+    case registering(Generation)
+    /// Registered (or resumed) with the relay.
+    case registered(Generation, relaySessionId: String)
+    /// Waiting to open the next socket (reconnect attempt `attempt`).
+    case waitingToReconnect(attempt: Int)
+    /// Stopped, for this reason.
+    case stopped(ClientStopReason)
+
+    /// The generation this phase concerns, if any.
+    public var generation: Generation? {
+        switch self {
+        case .connecting(let g), .registering(let g), .registered(let g, _): g
+        case .idle, .waitingToReconnect, .stopped: nil
+        }
+    }
+
+    /// e.g. `registered(g2, Qm3x…)`.
+    public var description: String {
+        switch self {
+        case .idle: "idle"
+        case .connecting(let g): "connecting(\(g))"
+        case .registering(let g): "registering(\(g))"
+        case .registered(let g, let s): "registered(\(g), \(s))"
+        case .waitingToReconnect(let a): "waitingToReconnect(\(a))"
+        case .stopped(let r): "stopped(\(r))"
+        }
+    }
+}
+
+/// Something the machine noticed and ignored or dropped; reported so traces explain themselves.
+public enum ClientDiagnostic: Sendable, Hashable, CustomStringConvertible {
+    /// A5: an input for a generation that is not current was ignored.
+    case staleGeneration(Generation, current: Generation?, input: String)
+    /// A timer fired that is not armed (cancelled or already handled).
+    case staleTimer(TimerID)
+    /// An inbound text frame that is not valid JSON or not a valid message.
+    case undecodableFrame(Generation, String)
+    /// PROTOCOL.md §2: an inbound message with a snake_case key was dropped.
+    case droppedSnakeCaseMessage(Generation, path: String)
+    /// An `rpc.response` for no pending call.
+    case unmatchedResponse(requestId: String)
+    /// A8: an `rpc.response` whose trace ID differs from the request's was rejected.
+    case traceIdMismatch(requestId: String, expected: String, received: String)
+    /// An `rpc.response` arrived on a generation other than the one that carried the request.
+    case responseOnOtherGeneration(requestId: String, sentOn: Generation, receivedOn: Generation)
+    /// A message that the current phase does not expect (e.g. a second `registered`).
+    case unexpectedMessage(Generation, type: String, phase: String)
+    /// The relay sent an `error` that needs no action.
+    case relayError(Generation, code: String, message: String)
+    /// An input arrived with a time earlier than the previous one; it was handled at the previous time.
+    case timeWentBackwards(from: Moment, to: Moment)
+    /// An input that does not apply in the current phase was ignored.
+    case ignoredInput(String, phase: String)
+
+    /// A one-line description.
+    public var description: String {
+        switch self {
+        case .staleGeneration(let g, let cur, let input): "stale \(input) on \(g) (current \(cur.map { $0.description } ?? "none"))"
+        case .staleTimer(let t): "stale timer \(t)"
+        case .undecodableFrame(let g, let why): "undecodable frame on \(g): \(why)"
+        case .droppedSnakeCaseMessage(let g, let path): "dropped message on \(g): snake_case key at \(path)"
+        case .unmatchedResponse(let id): "response for no pending call \(id)"
+        case .traceIdMismatch(let id, let e, let r): "response \(id) rejected: trace ID \(r), request had \(e)"
+        case .responseOnOtherGeneration(let id, let s, let r): "response \(id) on \(r), request went on \(s)"
+        case .unexpectedMessage(let g, let type, let phase): "unexpected \(type) on \(g) in \(phase)"
+        case .relayError(let g, let code, let message): "relay error on \(g): \(code) \(message)"
+        case .timeWentBackwards(let a, let b): "time went backwards from \(a) to \(b)"
+        case .ignoredInput(let what, let phase): "ignored \(what) in \(phase)"
+        }
+    }
+}
+
+/// Everything the client machine wants done. A driver performs them; the trace records them.
+public enum ClientAction: Sendable, Hashable {
+    /// Open a socket as this generation with exactly these upgrade headers (SPEC A4).
+    case openTransport(Generation, url: String, headers: [HTTPHeader])
+    /// Send a message on this generation; `attempt` counts tries of the same message (SPEC A6).
+    case send(Generation, WireFrame, attempt: Int)
+    /// Close this generation's socket with a close code and reason.
+    case closeTransport(Generation, code: UInt16, reason: String)
+    /// Arm (or move) a timer to fire at `deadline`.
+    case armTimer(TimerID, deadline: Moment)
+    /// Cancel an armed timer.
+    case cancelTimer(TimerID)
+    /// Write resume credentials under `key` as owner `ownership` (the store rejects a stale owner, A7).
+    case storeResumeCredentials(key: String, ResumeCredentials, ownership: UInt64)
+    /// Delete the resume credentials under `key` as owner `ownership` (A7, after `invalidResume`).
+    case clearResumeCredentials(key: String, ownership: UInt64)
+    /// A call ended.
+    case callCompleted(CallID, CallOutcome)
+    /// A non-final response (`isFinal: false`) for a call.
+    case callProgress(CallID, JSONValue)
+    /// A relay event for the app.
+    case deliverEvent(EventMessage)
+    /// A PTC1 terminal output frame for the app.
+    case deliverTerminalOutput(TerminalFrame)
+    /// The connection phase changed.
+    case phaseChanged(ConnectionPhase)
+    /// The connection of this generation was failed by the client, and why.
+    case connectionFailed(Generation, ConnectionFailure)
+    /// Something was noticed and ignored.
+    case diagnostic(ClientDiagnostic)
+}

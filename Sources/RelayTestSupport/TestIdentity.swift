@@ -1,0 +1,126 @@
+public import RelayClient
+public import RelayProtocol
+
+/// A fixed phone/desktop identity for tests (the device IDs of PROTOCOL.md's examples).
+public enum TestIdentity {
+    /// The phone's device ID, as the app stores it (upper-case; the wire form is lower-case).
+    public static let deviceId = "5B0E6C8A-1F5D-4D8E-9A53-2A1C9B6F0E11"
+    /// The device name.
+    public static let deviceName = "Alice's iPhone"
+    /// The target desktop.
+    public static let desktopId = "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4"
+    /// The relay URL.
+    public static let relayURL = "wss://api-eu.plantocode.com/ws/device-link"
+    /// An app JWT (not a real one).
+    public static let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ0ZXN0In0.c2lnbmF0dXJl"
+    /// Stored resume credentials (32 and 48 characters, as the relay makes them).
+    public static let storedResume = ResumeCredentials(
+        relaySessionId: "Qm3x8c2LrT0aZk9VbN1yWq7uEo4iPs6D",
+        resumeToken: "h7GfK2mQ9xTzR4bL1vYpW8nC3sJdE6aU0oIiX5kVqHtMwBzA")
+
+    /// The test configuration with `seed`.
+    public static func configuration(seed: UInt64 = 1) -> ClientConfiguration {
+        // The URL is a constant `wss` URL, which the policy always accepts.
+        do {
+            return try ClientConfiguration(deviceId: deviceId, deviceName: deviceName, desktopId: desktopId,
+                                           relayURL: relayURL, seed: seed)
+        } catch {
+            preconditionFailure("the test identity's URL must be valid: \(error)")
+        }
+    }
+
+    /// Start parameters with the test JWT, optional stored resume credentials and ownership 1.
+    public static func start(resume: ResumeCredentials? = nil, ownership: UInt64 = 1) -> ClientInput {
+        .start(StartParameters(jwt: jwt, storedResume: resume, resumeOwnership: ownership))
+    }
+}
+
+/// Frames a relay sends, for feeding into the machine.
+public enum RelayFrames {
+    /// A 1.6 `registered` with a new session and token.
+    public static func registered(sessionId: String = "NEWSESSION0123456789abcdefABCDEF",
+                                  token: String = "NEWTOKEN0123456789abcdefghijABCDEFGHIJ0123456789",
+                                  expiresAt: String = "2026-12-01T12:00:00Z") -> WireFrame {
+        text(.registered(Registered(sessionId: sessionId, relaySessionId: sessionId, resumeToken: token, expiresAt: expiresAt)))
+    }
+
+    /// A `resumed` (no new token).
+    public static func resumed(sessionId: String = TestIdentity.storedResume.relaySessionId,
+                               expiresAt: String = "2026-12-01T12:00:00Z") -> WireFrame {
+        text(.resumed(Resumed(sessionId: sessionId, expiresAt: expiresAt)))
+    }
+
+    /// An `error` frame with `code`.
+    public static func error(_ code: RelayErrorCode, message: String = "test") -> WireFrame {
+        text(.error(RelayErrorMessage(code: code, message: message, timestamp: "2026-11-30T12:00:00Z")))
+    }
+
+    /// A final `rpc.response` with a result, echoing `traceparent`.
+    public static func response(id: String, result: JSONValue = .object([:]), traceparent: TraceParent?,
+                                isFinal: Bool? = true) -> WireFrame {
+        text(.rpcResponse(RpcResponse(id: id, result: result, error: nil, isFinal: isFinal, traceparent: traceparent)))
+    }
+
+    /// An `rpc.response` carrying a JSON-RPC error.
+    public static func errorResponse(id: String, code: Int, message: String, traceparent: TraceParent?) -> WireFrame {
+        text(.rpcResponse(RpcResponse(id: id, result: nil, error: RpcErrorBody(code: code, message: message, data: nil),
+                                      isFinal: true, traceparent: traceparent)))
+    }
+
+    /// A relay `event`.
+    public static func event(_ eventType: String, payload: JSONValue, eventId: Int64) -> WireFrame {
+        text(.event(EventMessage(eventType: eventType, payload: payload, eventId: eventId, sourceDeviceId: nil,
+                                 targetDeviceId: nil, timestamp: "2026-11-30T12:00:00Z")))
+    }
+
+    /// `{"type":"pong"}`.
+    public static var pong: WireFrame { text(.pong) }
+
+    /// The text frame of `message` in the 1.6 form.
+    public static func text(_ message: RelayMessage) -> WireFrame {
+        do {
+            return .text(try message.encodedText())
+        } catch {
+            preconditionFailure("test frames use camelCase keys only: \(error)")
+        }
+    }
+}
+
+extension ClientAction {
+    /// The relay message of a text `send`, decoded (nil for other actions or undecodable text).
+    public var sentMessage: RelayMessage? {
+        guard case .send(_, .text(let text), _) = self else { return nil }
+        return try? RelayMessage(decodingText: text)
+    }
+
+    /// The generation of a `send`, `openTransport` or `closeTransport`.
+    public var transportGeneration: Generation? {
+        switch self {
+        case .send(let g, _, _), .openTransport(let g, _, _), .closeTransport(let g, _, _): g
+        default: nil
+        }
+    }
+}
+
+extension ClientHarness {
+    /// Starts the client and completes the upgrade and registration of the next generation; returns the
+    /// generation. All actions are taken (and discarded) on the way.
+    @discardableResult
+    public mutating func connectAndRegister(resume: ResumeCredentials? = nil,
+                                            reply: WireFrame = RelayFrames.registered()) -> Generation {
+        if case .idle = machine.phase { feed(TestIdentity.start(resume: resume)) }
+        let g = machine.lastGeneration
+        feed(.transportOpened(g))
+        feed(.transportFrame(g, reply))
+        _ = takeActions()
+        return g
+    }
+
+    /// Takes the unread actions and returns the relay messages sent among them, with their generations.
+    public mutating func takeSentMessages() -> [(generation: Generation, message: RelayMessage)] {
+        takeActions().compactMap { a in
+            guard case .send(let g, _, _) = a, let m = a.sentMessage else { return nil }
+            return (g, m)
+        }
+    }
+}
