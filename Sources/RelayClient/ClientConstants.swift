@@ -40,6 +40,23 @@ public enum ClientConstants {
     /// A7: the separator of the resume-token key `<device ID>::<desktop ID>`.
     public static let resumeKeySeparator = "::"
 
+    // MARK: A9 Recovery epochs, network changes, background
+
+    /// A9: the window of a recovery epoch; an interface switch gives the replacement a fresh one.
+    public static let recoveryWindow: Duration = .seconds(90)
+    /// A9: after returning to the foreground, recovery for the active desktop starts this much later.
+    public static let foregroundRecoveryDelay: Duration = .milliseconds(1500)
+    /// A9: an existing socket is kept after the foreground only if a ping answers within this time.
+    /// It is the `system.ping` timeout of the catalogue (3 s): the keep-or-replace ping is an ordinary
+    /// probe, and its A8 timeout replaces the generation that carried it.
+    public static let foregroundPingDeadline: Duration = .seconds(3)
+    /// A9: the `system.ping` probe backoff inside an epoch (our choice; SPEC says "with backoff"): the
+    /// n-th failed probe waits `recoveryProbeBackoff[n-1]` (the last repeats) before the next one. With a
+    /// 90 s window this is about nine probes.
+    public static let recoveryProbeBackoff: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16)]
+    /// A9: the method recovery probes with.
+    public static let probeMethod = "system.ping"
+
     // MARK: Reconnect (not in SPEC 1.6; our documented choice, see docs/ARCHITECTURE.md)
 
     /// Delays before reconnect attempts 1, 2, 3, ... after a connection failed (the last repeats).

@@ -19,10 +19,13 @@ public struct PendingCall: Sendable, Hashable {
     public var startedAt: Moment
     /// When it times out.
     public var deadline: Moment
+    /// Who made the call: the app, or the machine itself (a recovery probe).
+    public var purpose: CallPurpose
 
     /// Creates a pending call.
     public init(callId: CallID, requestId: String, ownership: UInt64, method: String, request: RpcRequest,
-                sentOn: Generation?, startedAt: Moment, deadline: Moment) {
+                sentOn: Generation?, startedAt: Moment, deadline: Moment, purpose: CallPurpose = .app) {
+        self.purpose = purpose
         self.callId = callId
         self.requestId = requestId
         self.ownership = ownership
@@ -32,6 +35,14 @@ public struct PendingCall: Sendable, Hashable {
         self.startedAt = startedAt
         self.deadline = deadline
     }
+}
+
+/// Who made a call.
+public enum CallPurpose: Sendable, Hashable {
+    /// The app (UI layer); its outcome is reported with ``ClientAction/callCompleted(_:_:)``.
+    case app
+    /// A9: a `system.ping` probe of recovery epoch `epoch`; its outcome feeds the epoch.
+    case probe(epoch: UInt64)
 }
 
 /// Pending calls keyed by request ID plus ownership token (SPEC A8).

@@ -14,13 +14,13 @@ public struct RelayClientMachine: Sendable {
     /// The fixed configuration.
     public let configuration: ClientConfiguration
     /// The connection phase.
-    public private(set) var phase: ConnectionPhase = .idle
+    public internal(set) var phase: ConnectionPhase = .idle
     /// The current transport generation (nil when no socket is current).
-    public private(set) var generation: Generation?
+    public internal(set) var generation: Generation?
     /// The last generation handed out (0 before the first socket).
-    public private(set) var lastGeneration = Generation(0)
+    public internal(set) var lastGeneration = Generation(0)
     /// The calls in flight or waiting for registration.
-    public private(set) var pendingCalls = PendingCalls()
+    public internal(set) var pendingCalls = PendingCalls()
     /// The resume credentials the client holds (SPEC A7).
     public private(set) var resumeCredentials: ResumeCredentials?
     /// The ownership generation the token store granted this client.
@@ -32,24 +32,37 @@ public struct RelayClientMachine: Sendable {
     /// The time of the last input handled.
     public private(set) var now: Moment = .zero
     /// The time of the last inbound message on the current generation.
-    public private(set) var lastInbound: Moment = .zero
+    public internal(set) var lastInbound: Moment = .zero
     /// How many reconnects have been attempted since the last successful registration.
-    public private(set) var reconnectAttempt = 0
+    public internal(set) var reconnectAttempt = 0
 
-    private var rng: SeededRandom
-    private var jwt = ""
-    private var armed: [TimerID: ArmedTimer] = [:]
-    private var armSequence: UInt64 = 0
-    private var sendRetries: [UInt64: HeldSend] = [:]
-    private var lastRetrySlot: UInt64 = 0
-    private var out: [ClientAction] = []
+    /// A9: the last network path reported (assumed usable until the monitor says otherwise).
+    public internal(set) var networkPath: NetworkPath = .satisfied(.other)
+    /// A9: the app's lifecycle state.
+    public internal(set) var appState: AppState = .active
+    /// A9: whether desktop-backed media is playing.
+    public internal(set) var mediaPlaying = false
+    /// A9: what the app shows for the desktop.
+    public internal(set) var desktopStatus: DesktopStatus = .unknown
+    /// A9: the open recovery epoch, if any.
+    public internal(set) var epoch: RecoveryEpoch?
+    /// A9: the last epoch number handed out.
+    public internal(set) var lastEpochId: UInt64 = 0
 
-    private struct ArmedTimer: Sendable, Hashable {
+    var rng: SeededRandom
+    var jwt = ""
+    var armed: [TimerID: ArmedTimer] = [:]
+    var armSequence: UInt64 = 0
+    var sendRetries: [UInt64: HeldSend] = [:]
+    var lastRetrySlot: UInt64 = 0
+    var out: [ClientAction] = []
+
+    struct ArmedTimer: Sendable, Hashable {
         var deadline: Moment
         var sequence: UInt64
     }
 
-    private struct HeldSend: Sendable, Hashable {
+    struct HeldSend: Sendable, Hashable {
         var generation: Generation
         var frame: WireFrame
         var attempt: Int
@@ -115,6 +128,15 @@ public struct RelayClientMachine: Sendable {
             timerFired(id)
         case .call(let request):
             call(request)
+        case .networkPath(let path):
+            networkPathChanged(path)
+        case .appState(let state):
+            appStateChanged(state)
+        case .desktopMediaPlaying(let playing):
+            mediaPlaying = playing
+        case .push(.desktopOnline(let desktopId)):
+            guard desktopId == configuration.desktopId else { return ignored("desktop_online push for \(desktopId)") }
+            startRecovery(.desktopOnlinePush)
         }
     }
 
@@ -130,10 +152,16 @@ public struct RelayClientMachine: Sendable {
         resumeOwnership = p.resumeOwnership
         recentInvalidResumes = []
         reconnectAttempt = 0
-        openNextGeneration()
+        if networkPath == .unsatisfied {
+            suspend(.noNetworkPath)
+        } else if appState == .background, !mediaPlaying {
+            suspend(.background)
+        } else {
+            openNextGeneration()
+        }
     }
 
-    private mutating func stop(_ reason: ClientStopReason) {
+    mutating func stop(_ reason: ClientStopReason) {
         if case .stopped = phase, generation == nil, armed.isEmpty, pendingCalls.isEmpty { return ignored("stop") }
         if let g = generation {
             emit(.closeTransport(g, code: ClientConstants.closeCode, reason: reason.description))
@@ -141,14 +169,17 @@ public struct RelayClientMachine: Sendable {
         generation = nil
         for (id, _) in armedTimers { cancel(id) }
         sendRetries.removeAll()
+        epoch = nil
         for call in pendingCalls.all {
             pendingCalls.remove(call.requestId, ownership: call.ownership)
-            emit(.callCompleted(call.callId, .failure(.clientStopped(reason.description))))
+            if call.purpose == .app {
+                emit(.callCompleted(call.callId, .failure(.clientStopped(reason.description))))
+            }
         }
         setPhase(.stopped(reason))
     }
 
-    private mutating func openNextGeneration() {
+    mutating func openNextGeneration() {
         let g = lastGeneration.next
         lastGeneration = g
         generation = g
@@ -159,7 +190,7 @@ public struct RelayClientMachine: Sendable {
     }
 
     /// SPEC A4: the upgrade headers, exactly and in this order.
-    private func upgradeHeaders() -> [HTTPHeader] {
+    func upgradeHeaders() -> [HTTPHeader] {
         [
             HTTPHeader("Authorization", "Bearer \(jwt)"),
             HTTPHeader("X-Device-ID", configuration.wireDeviceId),
@@ -172,7 +203,7 @@ public struct RelayClientMachine: Sendable {
     /// Fails the current generation: reports it, closes the socket unless it is already gone, cancels the
     /// generation's timers and schedules the reconnect. Calls sent on it stay pending until their own
     /// timeouts (a response cannot arrive on another socket; their timeout then touches nothing else).
-    private mutating func failConnection(_ failure: ConnectionFailure, socketAlreadyGone: Bool) {
+    mutating func failConnection(_ failure: ConnectionFailure, socketAlreadyGone: Bool) {
         guard let g = generation else { return }
         emit(.connectionFailed(g, failure))
         if !socketAlreadyGone {
@@ -183,13 +214,13 @@ public struct RelayClientMachine: Sendable {
     }
 
     /// Makes `g` no longer current: cancels its timers and drops its held sends.
-    private mutating func retire(_ g: Generation) {
+    mutating func retire(_ g: Generation) {
         generation = nil
         for (id, _) in armedTimers where id.generation == g { cancel(id) }
         sendRetries = sendRetries.filter { $0.value.generation != g }
     }
 
-    private mutating func scheduleReconnect() {
+    mutating func scheduleReconnect() {
         reconnectAttempt += 1
         let ladder = ClientConstants.reconnectDelays
         let base = ladder[min(reconnectAttempt - 1, ladder.count - 1)]
@@ -228,6 +259,7 @@ public struct RelayClientMachine: Sendable {
         for call in pendingCalls.all where call.sentOn == nil {
             sendCall(call, on: g)
         }
+        if epoch != nil { probeNow() }
     }
 
     /// SPEC A7: forget the token, re-register without it after 0.2 s, and end the loop at the third
@@ -301,6 +333,10 @@ public struct RelayClientMachine: Sendable {
         case .event(let e):
             if let id = e.eventId { lastEventId = max(lastEventId ?? id, id) }
             emit(.deliverEvent(e))
+            if e.eventType == EventNames.deviceStatus, let status = try? DeviceStatus(json: e.payload),
+               status.deviceId == configuration.desktopId {
+                relayReported(status.status)
+            }
         case .pong:
             return  // inbound traffic already fed the watchdog
         case .ping:
@@ -326,28 +362,37 @@ public struct RelayClientMachine: Sendable {
         if method.needsIdempotencyKey, (request.idempotencyKey ?? "").isEmpty {
             return emit(.callCompleted(request.callId, .failure(.missingIdempotencyKey(method: method.name))))
         }
-        let requestId = request.requestId ?? rng.uuidString()
-        if pendingCalls[requestId] != nil {
-            return emit(.callCompleted(request.callId, .failure(.duplicateRequestId(requestId))))
+        if let failure = issue(method: method, params: request.params, idempotencyKey: request.idempotencyKey,
+                               requestId: request.requestId, callId: request.callId, purpose: .app) {
+            emit(.callCompleted(request.callId, .failure(failure)))
         }
-        let rpc = RpcRequest(id: requestId, method: method.name, params: request.params,
-                             idempotencyKey: request.idempotencyKey, traceparent: TraceParent.random(using: &rng))
+    }
+
+    /// Makes a pending call (request ID, traceparent, timeout) and sends it when registered; returns why
+    /// it could not be made, having sent nothing.
+    mutating func issue(method: RpcMethod, params: JSONValue, idempotencyKey: String?, requestId: String?,
+                        callId: CallID, purpose: CallPurpose) -> CallFailure? {
+        let requestId = requestId ?? rng.uuidString()
+        if pendingCalls[requestId] != nil { return .duplicateRequestId(requestId) }
+        let rpc = RpcRequest(id: requestId, method: method.name, params: params,
+                             idempotencyKey: idempotencyKey, traceparent: TraceParent.random(using: &rng))
         do {
             _ = try RelayMessage.rpcRequest(rpc).encoded()
         } catch {
-            return emit(.callCompleted(request.callId, .failure(.snakeCaseKey(path: error.path))))
+            return .snakeCaseKey(path: error.path)
         }
-        let call = PendingCall(callId: request.callId, requestId: requestId, ownership: pendingCalls.nextOwnership(),
+        let call = PendingCall(callId: callId, requestId: requestId, ownership: pendingCalls.nextOwnership(),
                                method: method.name, request: rpc, sentOn: nil, startedAt: now,
-                               deadline: now + method.timeout)
+                               deadline: now + method.timeout, purpose: purpose)
         _ = pendingCalls.insert(call)
         arm(.rpcTimeout(requestId: requestId, ownership: call.ownership), at: call.deadline)
         if case .registered(let g, _) = phase {
             sendCall(call, on: g)
         }
+        return nil
     }
 
-    private mutating func sendCall(_ call: PendingCall, on g: Generation) {
+    mutating func sendCall(_ call: PendingCall, on g: Generation) {
         send(.rpcRequest(call.request), on: g)
         pendingCalls.markSent(call.requestId, ownership: call.ownership, on: g)
     }
@@ -367,10 +412,29 @@ public struct RelayClientMachine: Sendable {
         }
         pendingCalls.remove(call.requestId, ownership: call.ownership)
         cancel(.rpcTimeout(requestId: call.requestId, ownership: call.ownership))
-        if let e = r.error {
-            emit(.callCompleted(call.callId, .failure(.remote(code: e.code, message: e.message, data: e.data))))
+        let outcome: CallOutcome = if let e = r.error {
+            .failure(.remote(code: e.code, message: e.message, data: e.data))
         } else {
-            emit(.callCompleted(call.callId, .success(r.result ?? .null)))
+            .success(r.result ?? .null)
+        }
+        complete(call, outcome)
+    }
+
+    /// Reports a call's outcome to whoever made it.
+    mutating func complete(_ call: PendingCall, _ outcome: CallOutcome) {
+        switch call.purpose {
+        case .app: emit(.callCompleted(call.callId, outcome))
+        case .probe(let epochId): probeCompleted(epochId: epochId, outcome)
+        }
+    }
+
+    /// Fails every call that went out on `g` (the socket was closed on purpose: path lost, interface
+    /// switch, background).
+    mutating func failCalls(sentOn g: Generation, _ failure: CallFailure) {
+        for call in pendingCalls.all where call.sentOn == g {
+            pendingCalls.remove(call.requestId, ownership: call.ownership)
+            cancel(.rpcTimeout(requestId: call.requestId, ownership: call.ownership))
+            complete(call, .failure(failure))
         }
     }
 
@@ -378,7 +442,7 @@ public struct RelayClientMachine: Sendable {
     /// else when that generation was already replaced.
     private mutating func callTimedOut(requestId: String, ownership: UInt64) {
         guard let call = pendingCalls.remove(requestId, ownership: ownership) else { return }
-        emit(.callCompleted(call.callId, .failure(.timedOut(after: call.deadline - call.startedAt))))
+        complete(call, .failure(.timedOut(after: call.deadline - call.startedAt)))
         if let sentOn = call.sentOn, sentOn == generation {
             failConnection(.rpcTimeout(requestId: requestId), socketAlreadyGone: false)
         }
@@ -417,22 +481,29 @@ public struct RelayClientMachine: Sendable {
         case .reconnect:
             guard case .waitingToReconnect = phase else { return }
             openNextGeneration()
+        case .epochDeadline(let e):
+            epochDeadlinePassed(e)
+        case .probe(let e):
+            guard epoch?.id == e else { return }
+            probeNow()
+        case .foregroundRecovery:
+            startRecovery(.foreground)
         }
     }
 
-    private mutating func arm(_ id: TimerID, at deadline: Moment) {
+    mutating func arm(_ id: TimerID, at deadline: Moment) {
         armSequence += 1
         armed[id] = ArmedTimer(deadline: deadline, sequence: armSequence)
         emit(.armTimer(id, deadline: deadline))
     }
 
-    private mutating func cancel(_ id: TimerID) {
+    mutating func cancel(_ id: TimerID) {
         if armed.removeValue(forKey: id) != nil { emit(.cancelTimer(id)) }
     }
 
     // MARK: - Helpers
 
-    private mutating func send(_ message: RelayMessage, on g: Generation) {
+    mutating func send(_ message: RelayMessage, on g: Generation) {
         do {
             emit(.send(g, .text(try message.encodedText()), attempt: 1))
         } catch {
@@ -440,23 +511,23 @@ public struct RelayClientMachine: Sendable {
         }
     }
 
-    private mutating func isCurrent(_ g: Generation, _ what: String) -> Bool {
+    mutating func isCurrent(_ g: Generation, _ what: String) -> Bool {
         if g == generation { return true }
         emit(.diagnostic(.staleGeneration(g, current: generation, input: what)))
         return false
     }
 
-    private mutating func ignored(_ what: String) {
+    mutating func ignored(_ what: String) {
         emit(.diagnostic(.ignoredInput(what, phase: phase.description)))
     }
 
-    private mutating func setPhase(_ p: ConnectionPhase) {
+    mutating func setPhase(_ p: ConnectionPhase) {
         guard p != phase else { return }
         phase = p
         emit(.phaseChanged(p))
     }
 
-    private mutating func emit(_ action: ClientAction) {
+    mutating func emit(_ action: ClientAction) {
         out.append(action)
     }
 }

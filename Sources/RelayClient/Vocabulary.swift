@@ -64,6 +64,12 @@ public enum TimerID: Sendable, Hashable, CustomStringConvertible {
     case rpcTimeout(requestId: String, ownership: UInt64)
     /// Open the next generation after a failure (reconnect attempt `attempt`, counting from 1).
     case reconnect(attempt: Int)
+    /// A9: the deadline of recovery epoch `epoch`.
+    case epochDeadline(epoch: UInt64)
+    /// A9: the next `system.ping` probe of recovery epoch `epoch`.
+    case probe(epoch: UInt64)
+    /// A9: recovery after returning to the foreground starts when this fires (1.5 s after).
+    case foregroundRecovery
 
     /// A stable, human-readable name, e.g. `heartbeat(g3)`.
     public var description: String {
@@ -75,6 +81,9 @@ public enum TimerID: Sendable, Hashable, CustomStringConvertible {
         case .sendRetry(let g, let slot): "sendRetry(\(g),\(slot))"
         case .rpcTimeout(let id, let own): "rpcTimeout(\(id),\(own))"
         case .reconnect(let attempt): "reconnect(\(attempt))"
+        case .epochDeadline(let e): "epochDeadline(\(e))"
+        case .probe(let e): "probe(\(e))"
+        case .foregroundRecovery: "foregroundRecovery"
         }
     }
 
@@ -82,7 +91,7 @@ public enum TimerID: Sendable, Hashable, CustomStringConvertible {
     public var generation: Generation? {
         switch self {
         case .handshake(let g), .heartbeat(let g), .watchdog(let g), .reRegister(let g), .sendRetry(let g, _): g
-        case .rpcTimeout, .reconnect: nil
+        case .rpcTimeout, .reconnect, .epochDeadline, .probe, .foregroundRecovery: nil
         }
     }
 }
@@ -175,6 +184,58 @@ public enum ClientInput: Sendable, Hashable {
     case timerFired(TimerID)
     /// The UI calls an RPC method.
     case call(CallRequest)
+    /// A9: the network path monitor reported a path (or its loss).
+    case networkPath(NetworkPath)
+    /// A9: the app's lifecycle state changed.
+    case appState(AppState)
+    /// A9: whether desktop-backed media is playing (keeps relays connected in the background).
+    case desktopMediaPlaying(Bool)
+    /// A9: a silent push arrived.
+    case push(PushNotification)
+}
+
+/// A9: what the network path monitor reports.
+public enum NetworkPath: Sendable, Hashable, CustomStringConvertible {
+    /// No usable path.
+    case unsatisfied
+    /// A usable path over this interface.
+    case satisfied(NetworkInterface)
+
+    /// `unsatisfied` or `satisfied(wifi)`.
+    public var description: String {
+        switch self {
+        case .unsatisfied: "unsatisfied"
+        case .satisfied(let i): "satisfied(\(i.rawValue))"
+        }
+    }
+}
+
+/// A9: the interface a path uses.
+public enum NetworkInterface: String, Sendable, Hashable {
+    /// Wi-Fi.
+    case wifi
+    /// Cellular.
+    case cellular
+    /// Wired Ethernet.
+    case wired
+    /// Anything else (loopback, VPN-only, unknown).
+    case other
+}
+
+/// A9: the app's lifecycle state (UIKit's scene activation states).
+public enum AppState: String, Sendable, Hashable {
+    /// In the foreground and receiving events.
+    case active
+    /// In the foreground but not receiving events (a sheet, the app switcher, a call).
+    case inactive
+    /// In the background.
+    case background
+}
+
+/// A9: silent pushes the client reacts to.
+public enum PushNotification: Sendable, Hashable {
+    /// `desktop_online`: the desktop is back; start recovery at once.
+    case desktopOnline(desktopId: String)
 }
 
 /// Why an RPC call failed.
@@ -278,6 +339,8 @@ public enum ConnectionPhase: Sendable, Hashable, CustomStringConvertible {
     case registered(Generation, relaySessionId: String)
     /// Waiting to open the next socket (reconnect attempt `attempt`).
     case waitingToReconnect(attempt: Int)
+    /// A9: no socket on purpose until the reason goes away (no network path, app in the background).
+    case suspended(SuspendReason)
     /// Stopped, for this reason.
     case stopped(ClientStopReason)
 
@@ -285,7 +348,7 @@ public enum ConnectionPhase: Sendable, Hashable, CustomStringConvertible {
     public var generation: Generation? {
         switch self {
         case .connecting(let g), .registering(let g), .registered(let g, _): g
-        case .idle, .waitingToReconnect, .stopped: nil
+        case .idle, .waitingToReconnect, .suspended, .stopped: nil
         }
     }
 
@@ -297,9 +360,66 @@ public enum ConnectionPhase: Sendable, Hashable, CustomStringConvertible {
         case .registering(let g): "registering(\(g))"
         case .registered(let g, let s): "registered(\(g), \(s))"
         case .waitingToReconnect(let a): "waitingToReconnect(\(a))"
+        case .suspended(let r): "suspended(\(r.rawValue))"
         case .stopped(let r): "stopped(\(r))"
         }
     }
+}
+
+/// A9: why the client holds no socket on purpose.
+public enum SuspendReason: String, Sendable, Hashable {
+    /// The phone has no network path.
+    case noNetworkPath
+    /// The app is in the background and no desktop-backed media is playing.
+    case background
+}
+
+/// A9: what the app shows for the target desktop.
+public enum DesktopStatus: Sendable, Hashable, CustomStringConvertible {
+    /// Not known yet.
+    case unknown
+    /// A recovery epoch is probing the desktop.
+    case recovering(epoch: UInt64)
+    /// The desktop answered a `system.ping`.
+    case online
+    /// The desktop is shown as temporarily offline, for this reason.
+    case temporarilyOffline(OfflineReason)
+
+    /// e.g. `temporarilyOffline(deadline)`.
+    public var description: String {
+        switch self {
+        case .unknown: "unknown"
+        case .recovering(let e): "recovering(epoch \(e))"
+        case .online: "online"
+        case .temporarilyOffline(let r): "temporarilyOffline(\(r.rawValue))"
+        }
+    }
+}
+
+/// A9: why a desktop is shown as temporarily offline.
+public enum OfflineReason: String, Sendable, Hashable {
+    /// The recovery epoch's deadline passed without an answer.
+    case deadline
+    /// The relay reported the desktop `disconnected`.
+    case relayReportedDisconnected
+    /// Probing ended because the phone has no network path.
+    case noNetworkPath
+}
+
+/// A9: why a recovery epoch was opened.
+public enum EpochReason: String, Sendable, Hashable {
+    /// The network path was lost.
+    case pathLost
+    /// The network path came back.
+    case pathRestored
+    /// The path moved to another interface (Wi-Fi <-> cellular).
+    case interfaceSwitch
+    /// The app came back to the foreground (1.5 s earlier).
+    case foreground
+    /// A `desktop_online` push.
+    case desktopOnlinePush
+    /// The relay reported the desktop `online`.
+    case relayReportedOnline
 }
 
 /// Something the machine noticed and ignored or dropped; reported so traces explain themselves.
@@ -373,6 +493,10 @@ public enum ClientAction: Sendable, Hashable {
     case phaseChanged(ConnectionPhase)
     /// The connection of this generation was failed by the client, and why.
     case connectionFailed(Generation, ConnectionFailure)
+    /// A9: what the app should show for the desktop changed.
+    case desktopStatusChanged(DesktopStatus)
+    /// A9: a recovery epoch opened, with its deadline.
+    case epochOpened(epoch: UInt64, reason: EpochReason, deadline: Moment)
     /// Something was noticed and ignored.
     case diagnostic(ClientDiagnostic)
 }
