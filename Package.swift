@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "RelayTestSupport", targets: ["RelayTestSupport"]),
         .library(name: "Trace", targets: ["Trace"]),
         .library(name: "WebSocket", targets: ["WebSocket"]),
+        .library(name: "DevRelay", targets: ["DevRelay"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -33,6 +34,8 @@ let package = Package(
         .target(name: "RelayTestSupport", dependencies: ["RelayClient", "RelayProtocol"], swiftSettings: strict),
         // Trace file: records, chunked zstd writer/reader, index, redaction.
         .target(name: "Trace", dependencies: ["CZstd", "COpenSSL", "RelayProtocol"], swiftSettings: strict),
+        // The development relay and a simulated desktop, sans-IO (PROTOCOL.md behaviour), with fault scripts.
+        .target(name: "DevRelay", dependencies: ["RelayProtocol", "COpenSSL"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
@@ -43,6 +46,7 @@ let package = Package(
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),
+        .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
