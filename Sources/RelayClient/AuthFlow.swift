@@ -192,7 +192,8 @@ public enum AuthInput: Sendable, Hashable {
     /// schedule its refresh.
     case resumeSession(StoredLogin)
     /// Something wants a fresh JWT now (e.g. the relay refused the upgrade with 401). Joins a refresh in
-    /// flight instead of starting a second one.
+    /// flight instead of starting a second one, and joins the scheduled retry while backing off after a
+    /// failed refresh (it never shortens the backoff).
     case refreshNow
     /// The user logged out.
     case logout
@@ -280,7 +281,9 @@ public struct AuthFlow: Sendable, Hashable {
             scheduleRefresh(expiry: stored.expiry, now: now, &out)
         case .refreshNow:
             guard let session else { return [.ignored("refreshNow: no session")] }
-            guard refreshInFlight == nil else { return [] }  // joins the refresh in flight
+            // Joins the refresh in flight, or the retry already scheduled after a failure (a trigger storm,
+            // e.g. the relay refusing every upgrade with 401, must not bypass the backoff).
+            guard refreshInFlight == nil, refreshFailures == 0 else { return [] }
             disarm(.refresh, &out)
             sendRefresh(session, &out)
         case .logout:

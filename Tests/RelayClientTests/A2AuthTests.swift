@@ -298,6 +298,17 @@ private struct AuthDriver {
         #expect(d.flow.refreshFailures == 0)
     }
 
+    @Test func aTriggerDuringTheRetryBackoffJoinsTheScheduledRetry() throws {
+        var d = loggedInDriver(expiry: .seconds(3600))
+        let refresh = try #require(d.request(d.advance(to: .seconds(3300))))
+        d.feed(.httpResponse(refresh.id, status: 503, body: .none))
+        d.now = .seconds(3301)
+        #expect(d.feed(.refreshNow).isEmpty, "does not bypass the 5 s backoff")
+        #expect(d.flow.armedTimers == [.refresh: .seconds(3305)])
+        let retry = try #require(d.request(d.advance(to: .seconds(3305))))
+        #expect(retry.id == AuthRequestID(2))
+    }
+
     @Test func aTokenlessSuccessIsAFailureNotAnUpdate() throws {
         var d = loggedInDriver(expiry: .seconds(3600))
         let refresh = try #require(d.request(d.advance(to: .seconds(3300))))
