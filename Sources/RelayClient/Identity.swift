@@ -109,7 +109,7 @@ public struct IdentityGate: Sendable, Hashable {
     /// A gate that has not started.
     public init() {}
 
-    /// The device ID, once known (also while the login is locked).
+    /// The device ID while the gate is ready or waiting with the login locked; nil otherwise.
     public var deviceId: String? {
         switch state {
         case .jwtLocked(let id), .ready(let id, _): id

@@ -146,6 +146,7 @@ import Testing
         var sequences: [[IdentityInput]] = [[]]
         var checked = 0
         var readySequences = 0
+        var violations: [String] = []
         for _ in 0..<5 {
             sequences = sequences.flatMap { s in inputs.map { s + [$0] } }
             for sequence in sequences {
@@ -154,18 +155,21 @@ import Testing
                 for input in sequence {
                     for effect in gate.handle(input) {
                         guard case .ready(let id, let readyLogin) = effect else { continue }
-                        #expect(input == .identityRead(.available(deviceId: id, login: readyLogin)),
-                                "ready not caused by a readable device ID: \(sequence)")
-                        #expect(!readyEmitted, "ready twice: \(sequence)")
+                        if input != .identityRead(.available(deviceId: id, login: readyLogin)) {
+                            violations.append("ready(\(id)) caused by \(input) in \(sequence)")
+                        }
+                        if readyEmitted { violations.append("ready twice in \(sequence)") }
                         readyEmitted = true
                     }
                 }
-                #expect(gate.isReady == readyEmitted)
-                #expect(gate.deviceId != nil || !readyEmitted)
+                if gate.isReady != readyEmitted || (readyEmitted && gate.deviceId == nil) {
+                    violations.append("state disagrees with the effects after \(sequence)")
+                }
                 if readyEmitted { readySequences += 1 }
                 checked += 1
             }
         }
+        #expect(violations.isEmpty, "\(violations.count) violations; first: \(violations.first ?? "")")
         #expect(checked == 8 + 64 + 512 + 4096 + 32768)
         #expect(readySequences > 0, "the enumeration reaches ready")
     }
