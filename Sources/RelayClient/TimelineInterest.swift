@@ -56,6 +56,15 @@ public struct InterestClaim: Sendable, Hashable {
     public var confirmedAt: Moment
     /// Recency rank: larger is newer (bumped by every claim and confirm).
     public var recency: UInt64
+
+    /// Creates a claim record.
+    public init(desktopId: String, baseSessionId: String, foregroundGeneration: UInt64, confirmedAt: Moment, recency: UInt64) {
+        self.desktopId = desktopId
+        self.baseSessionId = baseSessionId
+        self.foregroundGeneration = foregroundGeneration
+        self.confirmedAt = confirmedAt
+        self.recency = recency
+    }
 }
 
 /// The lease the coordinator holds for one desktop.
@@ -68,6 +77,14 @@ public struct InterestLease: Sendable, Hashable {
     public var lastSent: Moment?
     /// When the next renewal is due (nil while the desktop is not registered).
     public var nextRenewal: Moment?
+
+    /// Creates a lease record.
+    public init(sessionId: String, since: Moment, lastSent: Moment? = nil, nextRenewal: Moment? = nil) {
+        self.sessionId = sessionId
+        self.since = since
+        self.lastSent = lastSent
+        self.nextRenewal = nextRenewal
+    }
 }
 
 /// The coordinator's timers; the machine arms them on its clock and feeds the fire back with
