@@ -397,4 +397,52 @@ private func registeredDriver() -> InterestDriver {
                                    .diagnostic(.unknownClaim(ClaimID(9), input: "confirmVisible"))])
         d.checkTimersAgree()
     }
+
+    @Test(arguments: [11, 12] as [UInt64])
+    func aDayOfVirtualLifeKeepsTheInvariantsAndLeaksNoTimers(seed: UInt64) {
+        var script = SeededRandom(seed: seed)
+        var jitter = SeededRandom(seed: seed &+ 100)
+        var d = InterestDriver()
+        let desktops = ["desk-a", "desk-b"]
+        let sessions = ["S1", "S2", "S3"]
+        var time = 0.0
+        var activeSends = 0
+        while time < 86_400 {
+            time += 1 + Double(script.next(upperBound: 30 as UInt64))
+            let desktop = desktops[Int(script.next(upperBound: 2 as UInt64))]
+            let claim = ClaimID(script.next(upperBound: 6 as UInt64))
+            let session = sessions[Int(script.next(upperBound: 3 as UInt64))]
+            switch script.next(upperBound: 12 as UInt64) {
+            case 0, 1, 2: d.at(time) { c, t in c.claim(claim, desktopId: desktop, baseSessionId: session, at: t) }
+            case 3: d.at(time) { c, t in c.confirmVisible(claim, at: t) }
+            case 4, 5: d.at(time) { c, t in c.release(claim, at: t) }
+            case 6: d.at(time) { c, t in c.enteredBackground(at: t) }
+            case 7: d.at(time) { c, t in c.enteredForeground(at: t) }
+            case 8: d.at(time) { c, t in script.next() % 2 == 0 ? c.suspend(at: t) : c.resume(at: t) }
+            case 9: d.at(time) { c, t in c.connectionLost(desktopId: desktop, at: t) }
+            case 10: d.at(time) { c, t in c.registered(desktopId: desktop, at: t) }
+            default: d.at(time) { c, t in c.deliveryFailed(desktopId: desktop, at: t, rng: &jitter) }
+            }
+            let c = d.coordinator
+            for desktop in desktops {
+                let lease = c.lease(for: desktop)
+                // The lease is for the newest counting claim of the desktop, or there is none.
+                let newest = c.claims.values.filter { $0.desktopId == desktop && c.counts($0) }.max { $0.recency < $1.recency }
+                #expect(lease?.sessionId == newest?.baseSessionId)
+                // A renewal is armed exactly when a lease can be renewed, for the lease's next renewal.
+                let renewal = d.timers[.renewal(desktopId: desktop)]
+                #expect(renewal == ((lease != nil && c.isRegistered(desktop)) ? lease?.nextRenewal : nil))
+                if let due = renewal { #expect(due - d.now <= .seconds(20) && due > d.now) }
+                if let retry = d.timers[.retry(desktopId: desktop)] { #expect(retry - d.now <= .seconds(2)) }
+            }
+            activeSends = d.sent.filter(\.active).count
+        }
+        #expect(activeSends > 100, "the script exercised the lease")
+        // Wind down: every view goes, every connection closes: nothing stays armed.
+        for id in d.coordinator.claims.keys.sorted() { d.at(time) { c, t in c.release(id, at: t) } }
+        for desktop in desktops { d.at(time) { c, t in c.connectionLost(desktopId: desktop, at: t) } }
+        #expect(d.timers.isEmpty)
+        #expect(d.coordinator.armedTimers.isEmpty)
+        d.checkTimersAgree()
+    }
 }
