@@ -86,9 +86,9 @@ public enum IngressEffect: Sendable, Hashable {
 ///   **before** the decoder runs; a snapshot for a session without a lease is dropped and never decoded.
 ///   Arrival order, not `revision`, decides "newer": the revision sits inside the payload, which is not
 ///   read before the lease check.
-public struct EventIngress<Decoder: SnapshotDecoding>: Sendable {
+public struct EventIngress<D: SnapshotDecoding>: Sendable {
     /// The snapshot decoder (read back by tests to count calls).
-    public private(set) var decoder: Decoder
+    public private(set) var decoder: D
     /// The key of the snapshot the UI is processing, if any.
     public private(set) var inFlight: TimelineKey?
     /// The time of the last input handled.
@@ -105,7 +105,7 @@ public struct EventIngress<Decoder: SnapshotDecoding>: Sendable {
     private var waiting: [TimelineKey: Waiting] = [:]
 
     /// Creates an empty ingress with `decoder`.
-    public init(decoder: Decoder) {
+    public init(decoder: D) {
         self.decoder = decoder
     }
 
@@ -120,14 +120,22 @@ public struct EventIngress<Decoder: SnapshotDecoding>: Sendable {
     /// snapshot is delivered after the lease check.
     public mutating func accept(_ event: EventMessage, at time: Moment,
                                 isLeased: (_ sessionId: String) -> Bool) -> [IngressEffect] {
-        advance(to: time)
-        guard event.eventType == EventNames.chatTimelineUpdated else { return [.deliverControl(event)] }
         var effects: [IngressEffect] = []
+        accept(event, at: time, isLeased: isLeased, into: &effects)
+        return effects
+    }
+
+    /// ``accept(_:at:isLeased:)`` appending to the caller's buffer (no allocation when it has room), for
+    /// the per-event path of the machine and the replayer.
+    public mutating func accept(_ event: EventMessage, at time: Moment, isLeased: (_ sessionId: String) -> Bool,
+                                into effects: inout [IngressEffect]) {
+        advance(to: time)
+        guard event.eventType == EventNames.chatTimelineUpdated else { return effects.append(.deliverControl(event)) }
         let key: TimelineKey
         do throws(MessageDecodeError) {
             key = try Self.envelopeKey(event.payload)
         } catch {
-            return [.rejectedSnapshot(eventId: event.eventId, error)]
+            return effects.append(.rejectedSnapshot(eventId: event.eventId, error))
         }
         let entry = Waiting(payload: event.payload, eventId: event.eventId)
         if let old = waiting.updateValue(entry, forKey: key) {
@@ -140,7 +148,6 @@ public struct EventIngress<Decoder: SnapshotDecoding>: Sendable {
             order.append(key)
         }
         if inFlight == nil { deliverNext(into: &effects, isLeased: isLeased) }
-        return effects
     }
 
     /// The UI finished the snapshot in flight at `time`: the next waiting one is checked against the lease
@@ -222,7 +229,7 @@ public struct EventIngress<Decoder: SnapshotDecoding>: Sendable {
     }
 }
 
-extension EventIngress where Decoder == StandardSnapshotDecoder {
+extension EventIngress where D == StandardSnapshotDecoder {
     /// Creates an empty ingress with the standard decoder.
     public init() {
         self.init(decoder: StandardSnapshotDecoder())

@@ -253,5 +253,12 @@ private func key(_ session: String, run: String = "run-1", thread: String = "mai
         #expect(effects == [.deliverSnapshot(TimelineUpdated(
             sessionId: "sess-A", runId: "run-9", threadId: "sub-2", revision: 42,
             blocks: .array([.object(["text": .string("block r42")])])))])
+        // The buffer variant appends after what the caller already holds.
+        var buffer: [IngressEffect] = [.unexpectedProcessed]
+        let c = control(EventNames.sessionUpdated, eventId: 2)
+        ingress.accept(c, at: .seconds(1), isLeased: everything, into: &buffer)
+        ingress.accept(snapshot("sess-B", revision: 1, eventId: 3), at: .seconds(1), isLeased: everything, into: &buffer)
+        #expect(buffer == [.unexpectedProcessed, .deliverControl(c)])
+        #expect(ingress.waitingKeys == [key("sess-B")])
     }
 }
