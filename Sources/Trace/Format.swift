@@ -63,8 +63,8 @@ public struct TraceChunkInfo: Sendable, Hashable {
     /// The transport generations its records mention, ascending (only known once it has been decoded or
     /// read from the index).
     public var generations: [UInt64]
-    /// CRC-32C of the zstd frame's bytes (from the chunk header).
-    var frameCRC: UInt32 = 0
+    /// CRC-32C of the zstd frame's bytes.
+    public var frameCRC: UInt32 = 0
 
     /// The offset of the zstd frame (just after the chunk header).
     public var frameOffset: UInt64 { offset + UInt64(TraceFormat.chunkHeaderFrameSize) }
@@ -233,7 +233,7 @@ enum FrameCodec {
     /// The index frame for `chunks`.
     static func indexFrame(_ chunks: [TraceChunkInfo]) -> [UInt8] {
         var content = 4 + 4 + 4
-        for c in chunks { content += 48 + 8 * c.generations.count }
+        for c in chunks { content += 56 + 8 * c.generations.count }
         var out = [UInt8]()
         out.reserveCapacity(8 + content)
         beginFrame(&out, tag: TraceFormat.tagIndex, contentSize: content)
@@ -247,6 +247,8 @@ enum FrameCodec {
             out.appendLE(UInt32(c.generations.count))
             out.appendLE(c.minTime.nanoseconds)
             out.appendLE(c.maxTime.nanoseconds)
+            out.appendLE(c.frameCRC)
+            out.appendLE(c.sequence)
             for g in c.generations { out.appendLE(g) }
         }
         out.appendLE(CRC32C.checksum(out, 8..<out.count))
@@ -263,15 +265,19 @@ enum FrameCodec {
         }
         let count = Int(b.u32(at: 12) ?? 0)
         var chunks = [TraceChunkInfo]()
-        chunks.reserveCapacity(min(count, b.count / 48))
+        chunks.reserveCapacity(min(count, b.count / 56))
         var p = 16
         let end = b.count - 4
         for i in 0..<count {
-            guard p + 48 <= end, let off = b.u64(at: p), let cs = b.u32(at: p + 8), let us = b.u32(at: p + 12),
+            guard p + 56 <= end, let off = b.u64(at: p), let cs = b.u32(at: p + 8), let us = b.u32(at: p + 12),
                 let first = b.u64(at: p + 16), let rc = b.u32(at: p + 24), let gc = b.u32(at: p + 28),
-                let minT = b.i64(at: p + 32), let maxT = b.i64(at: p + 40)
+                let minT = b.i64(at: p + 32), let maxT = b.i64(at: p + 40), let crc = b.u32(at: p + 48),
+                let seq = b.u32(at: p + 52)
             else { throw TraceError(.corrupt, offset: offset, "index entry \(i) runs past the end of the index frame") }
-            p += 48
+            guard seq == UInt32(truncatingIfNeeded: i) else {
+                throw TraceError(.corrupt, offset: offset, "index entry \(i) names chunk \(seq)")
+            }
+            p += 56
             guard Int(gc) <= (end - p) / 8 else {
                 throw TraceError(.corrupt, offset: offset, "index entry \(i) lists \(gc) generations, more than the frame holds")
             }
@@ -281,11 +287,12 @@ enum FrameCodec {
                 gens.append(b.u64(at: p) ?? 0)
                 p += 8
             }
-            chunks.append(
-                TraceChunkInfo(
-                    sequence: UInt32(i), offset: off, compressedSize: cs, uncompressedSize: us, firstRecord: first,
-                    recordCount: rc, minTime: Moment(nanoseconds: minT), maxTime: Moment(nanoseconds: maxT),
-                    generations: gens))
+            var info = TraceChunkInfo(
+                sequence: seq, offset: off, compressedSize: cs, uncompressedSize: us, firstRecord: first,
+                recordCount: rc, minTime: Moment(nanoseconds: minT), maxTime: Moment(nanoseconds: maxT),
+                generations: gens)
+            info.frameCRC = crc
+            chunks.append(info)
         }
         guard p == end else { throw TraceError(.corrupt, offset: offset, "index frame has \(end - p) bytes after its last entry") }
         return chunks
