@@ -41,7 +41,7 @@ let package = Package(
         // A child process for the trace crash test (SIGKILL while writing); not a product.
         .executableTarget(name: "relaytrace-test-fixture", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
 
-        .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),

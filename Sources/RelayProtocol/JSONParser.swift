@@ -1,5 +1,5 @@
 /// Why a JSON text was rejected, and where.
-public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The byte offset in the input where the problem was found.
     public let offset: Int
     /// What is wrong, in words.
@@ -364,7 +364,7 @@ struct JSONByteParser {
                     }
                     appendUTF8(scalarValue, to: &out)
                 default:
-                    throw fail("invalid escape \\\(Character(Unicode.Scalar(e < 0x80 ? e : UInt8(ascii: "?")))); valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", at: escapeStart)
+                    throw fail("invalid escape \\ followed by \(describe(e)); valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", at: escapeStart)
                 }
             } else if b < 0x20 {
                 throw fail("control character \(describe(b)) in a string must be escaped", at: index)
@@ -424,39 +424,11 @@ struct JSONByteParser {
     }
 
     /// Validates one multi-byte UTF-8 sequence at `index` (whose lead byte is >= 0x80) and moves past it.
-    /// Strict: no overlong forms, no encoded surrogates, nothing above U+10FFFF.
+    @inline(__always)
     private mutating func skipUTF8Sequence() throws(JSONParseError) {
-        let start = index
-        let lead = bytes[index]
-        let length: Int
-        var lower: UInt8 = 0x80
-        var upper: UInt8 = 0xBF
-        switch lead {
-        case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; lower = 0xA0
-        case 0xE1...0xEC, 0xEE...0xEF: length = 3
-        case 0xED: length = 3; upper = 0x9F
-        case 0xF0: length = 4; lower = 0x90
-        case 0xF1...0xF3: length = 4
-        case 0xF4: length = 4; upper = 0x8F
-        default:
-            throw fail("invalid UTF-8: byte 0x\(RelayProtocol.hexString([lead])) cannot start a character", at: start)
+        switch UTF8Validation.sequence(bytes, at: index, end: end) {
+        case .valid(let length): index += length
+        case .invalid(let offset, let reason): throw fail("invalid UTF-8: \(reason)", at: offset)
         }
-        guard start + length <= end else {
-            throw fail("invalid UTF-8: truncated \(length)-byte sequence", at: start)
-        }
-        let second = bytes[start + 1]
-        guard second >= lower && second <= upper else {
-            throw fail("invalid UTF-8: bad continuation byte 0x\(RelayProtocol.hexString([second])) (overlong, surrogate or out of range)", at: start + 1)
-        }
-        if length > 2 {
-            for k in 2..<length {
-                let c = bytes[start + k]
-                guard c & 0xC0 == 0x80 else {
-                    throw fail("invalid UTF-8: bad continuation byte 0x\(RelayProtocol.hexString([c]))", at: start + k)
-                }
-            }
-        }
-        index = start + length
     }
 }

@@ -1,0 +1,241 @@
+/// One JSON control message on the device-link socket (PROTOCOL.md §3 and §4), either direction.
+///
+/// Decoding accepts both the 1.6 and the pre-1.6 (legacy) form, ignores unknown extra fields, is strict
+/// about the types of known fields, and never fails on an unknown `type` (that becomes `.unknown`).
+/// Encoding writes the chosen `ProtocolForm`, omits absent optionals, and runs `CamelCaseGuard` over
+/// the whole message.
+///
+/// Field placement: `register`, `heartbeat`, `rpc.request`, `rpc.response`, `event`, `event-ack`,
+/// `terminal.binary.bind`/`unbind`/`bound` carry their fields in `payload`; `registered`, `resumed`,
+/// `error` and `pong` at the top level. Decoding also accepts `rpc.response` and
+/// `terminal.binary.bound` fields at the top level, and `registered`/`resumed`/`error` fields inside
+/// `payload`.
+public enum RelayMessage: Sendable, Hashable {
+    /// `register` (client -> relay).
+    case register(RegisterPayload)
+    /// `heartbeat` (client -> relay).
+    case heartbeat(HeartbeatPayload)
+    /// `ping` (text-level; either side may send, the relay answers `pong`).
+    case ping
+    /// `pong`.
+    case pong
+    /// `rpc.request` (client -> relay).
+    case rpcRequest(RpcRequest)
+    /// `rpc.response` (relay -> client).
+    case rpcResponse(RpcResponse)
+    /// `event`, either direction.
+    case event(EventMessage)
+    /// `event-ack` (client -> relay).
+    case eventAck(EventAck)
+    /// `terminal.binary.bind` (client -> relay).
+    case terminalBind(TerminalBind)
+    /// `terminal.binary.unbind` (client -> relay).
+    case terminalUnbind(TerminalBind)
+    /// `terminal.binary.bound` (relay -> client), the immediate ack of a bind.
+    case terminalBound(sessionId: String)
+    /// `registered` (relay -> client).
+    case registered(Registered)
+    /// `resumed` (relay -> client).
+    case resumed(Resumed)
+    /// `error` (relay -> client).
+    case error(RelayErrorMessage)
+    /// An older message kind (seed 003: `terminal_output`, `job_status`, `session_sync`,
+    /// `rpc_command`), kept raw.
+    case legacy(kind: String, raw: JSONValue)
+    /// A message whose `type` this version does not know, kept raw.
+    case unknown(type: String?, raw: JSONValue)
+
+    /// The wire `type` strings.
+    public enum TypeName {
+        /// `register`
+        public static let register = "register"
+        /// `heartbeat`
+        public static let heartbeat = "heartbeat"
+        /// `ping`
+        public static let ping = "ping"
+        /// `pong`
+        public static let pong = "pong"
+        /// `rpc.request`
+        public static let rpcRequest = "rpc.request"
+        /// `rpc.response`
+        public static let rpcResponse = "rpc.response"
+        /// `event`
+        public static let event = "event"
+        /// `event-ack`
+        public static let eventAck = "event-ack"
+        /// `terminal.binary.bind`
+        public static let terminalBind = "terminal.binary.bind"
+        /// `terminal.binary.unbind`
+        public static let terminalUnbind = "terminal.binary.unbind"
+        /// `terminal.binary.bound`
+        public static let terminalBound = "terminal.binary.bound"
+        /// `registered`
+        public static let registered = "registered"
+        /// `resumed`
+        public static let resumed = "resumed"
+        /// `error`
+        public static let error = "error"
+        /// The older kinds of seed 003, which a dissector names when it meets them.
+        public static let legacyKinds: Set<String> = ["terminal_output", "job_status", "session_sync", "rpc_command"]
+    }
+
+    /// The wire `type` (`rpc.request`, ...); for `.unknown` its type, or `?` when it had none.
+    public var typeName: String {
+        switch self {
+        case .register: TypeName.register
+        case .heartbeat: TypeName.heartbeat
+        case .ping: TypeName.ping
+        case .pong: TypeName.pong
+        case .rpcRequest: TypeName.rpcRequest
+        case .rpcResponse: TypeName.rpcResponse
+        case .event: TypeName.event
+        case .eventAck: TypeName.eventAck
+        case .terminalBind: TypeName.terminalBind
+        case .terminalUnbind: TypeName.terminalUnbind
+        case .terminalBound: TypeName.terminalBound
+        case .registered: TypeName.registered
+        case .resumed: TypeName.resumed
+        case .error: TypeName.error
+        case .legacy(let kind, _): kind
+        case .unknown(let type, _): type ?? "?"
+        }
+    }
+
+    // MARK: Decoding
+
+    /// Decodes a message from its JSON value (either form).
+    ///
+    /// Errors: a non-object, a missing or non-string `type`, a missing required field, or a known field
+    /// of the wrong type (with its JSONPath, e.g. `$.payload.deviceId`). A JSON `null` counts as absent
+    /// for optional fields.
+    public init(decoding json: JSONValue) throws(MessageDecodeError) {
+        let top = try FieldReader(json, path: "$")
+        guard let typeValue = top.value("type") else {
+            throw MessageDecodeError(path: "$.type", message: "missing message type; every message is an object with a string \"type\"")
+        }
+        guard case .string(let type) = typeValue else {
+            throw MessageDecodeError(path: "$.type", message: "expected a string, found \(typeValue.typeDescription)")
+        }
+        switch type {
+        case TypeName.register:
+            self = .register(try RegisterPayload(reading: top.object("payload")))
+        case TypeName.heartbeat:
+            let p = try top.optionalObject("payload") ?? FieldReader(object: [:], path: "$.payload")
+            self = .heartbeat(try HeartbeatPayload(reading: p))
+        case TypeName.ping:
+            self = .ping
+        case TypeName.pong:
+            self = .pong
+        case TypeName.rpcRequest:
+            self = .rpcRequest(try RpcRequest(reading: top.object("payload")))
+        case TypeName.rpcResponse:
+            self = .rpcResponse(try RpcResponse(reading: RelayMessage.fields(top, payloadFirst: true, probe: "id")))
+        case TypeName.event:
+            self = .event(try EventMessage(reading: top))
+        case TypeName.eventAck:
+            self = .eventAck(try EventAck(reading: top.object("payload")))
+        case TypeName.terminalBind:
+            self = .terminalBind(try TerminalBind(reading: top.object("payload")))
+        case TypeName.terminalUnbind:
+            self = .terminalUnbind(try TerminalBind(reading: top.object("payload")))
+        case TypeName.terminalBound:
+            let r = try RelayMessage.fields(top, payloadFirst: true, probe: "sessionId")
+            self = .terminalBound(sessionId: try r.string("sessionId"))
+        case TypeName.registered:
+            self = .registered(try Registered(reading: RelayMessage.fields(top, payloadFirst: false, probe: "sessionId")))
+        case TypeName.resumed:
+            self = .resumed(try Resumed(reading: RelayMessage.fields(top, payloadFirst: false, probe: "sessionId")))
+        case TypeName.error:
+            self = .error(try RelayErrorMessage(reading: RelayMessage.fields(top, payloadFirst: false, probe: "code")))
+        default:
+            if TypeName.legacyKinds.contains(type) {
+                self = .legacy(kind: type, raw: json)
+            } else {
+                self = .unknown(type: type, raw: json)
+            }
+        }
+    }
+
+    /// Parses and decodes one text frame. JSON syntax errors come back with path `$` and `byteOffset`.
+    public init(decodingText text: String) throws(MessageDecodeError) {
+        let json: JSONValue
+        do throws(JSONParseError) {
+            json = try JSONValue(parsing: text)
+        } catch {
+            throw MessageDecodeError(error)
+        }
+        try self.init(decoding: json)
+    }
+
+    /// Parses and decodes one text frame given as UTF-8 bytes.
+    public init(decodingUTF8 bytes: some Collection<UInt8>) throws(MessageDecodeError) {
+        let json: JSONValue
+        do throws(JSONParseError) {
+            json = try JSONValue(parsing: bytes)
+        } catch {
+            throw MessageDecodeError(error)
+        }
+        try self.init(decoding: json)
+    }
+
+    /// Where a message's fields live: `payload` or the top level. The preferred place is used when it
+    /// holds `probe`; otherwise the other place when it holds `probe`; otherwise the preferred place (so
+    /// the missing-field error names it).
+    private static func fields(_ top: FieldReader, payloadFirst: Bool, probe: String) throws(MessageDecodeError) -> FieldReader {
+        if payloadFirst {
+            // `payload` is this message's own field: a non-object there is an error.
+            let payload = try top.optionalObject("payload")
+            if let payload, payload.has(probe) { return payload }
+            if top.has(probe) { return top }
+            if let payload { return payload }
+            return try top.object("payload")
+        }
+        // Top-level message: `payload` is not its field, so only an object holding `probe` counts.
+        if top.has(probe) { return top }
+        if case .object(let o)? = top.value("payload"), o[probe] != nil {
+            return FieldReader(object: o, path: top.path("payload"))
+        }
+        return top
+    }
+
+    // MARK: Encoding
+
+    /// The message as JSON in `form`, after `CamelCaseGuard.check` on the whole value.
+    /// `.legacy` and `.unknown` give back their raw JSON (and are checked too).
+    public func encoded(form: ProtocolForm = .v1_6) throws(CamelCaseViolation) -> JSONValue {
+        let value = unguardedJSON(form: form)
+        try CamelCaseGuard.check(value)
+        return value
+    }
+
+    /// `encoded(form:)` as compact canonical JSON text.
+    public func encodedText(form: ProtocolForm = .v1_6) throws(CamelCaseViolation) -> String {
+        try encoded(form: form).jsonText
+    }
+
+    /// `encoded(form:)` as compact canonical UTF-8 bytes.
+    public func encodedBytes(form: ProtocolForm = .v1_6) throws(CamelCaseViolation) -> [UInt8] {
+        try encoded(form: form).serialized()
+    }
+
+    private func unguardedJSON(form: ProtocolForm) -> JSONValue {
+        var b = ObjectBuilder(capacity: 6)
+        b.set("type", typeName)
+        switch self {
+        case .register(let p): b.set("payload", p.json(form: form))
+        case .heartbeat(let p): b.set("payload", p.json)
+        case .ping, .pong: break
+        case .rpcRequest(let r): b.set("payload", r.json(form: form))
+        case .rpcResponse(let r): b.set("payload", r.json(form: form))
+        case .event(let e): e.write(into: &b)
+        case .eventAck(let a): b.set("payload", a.json)
+        case .terminalBind(let t), .terminalUnbind(let t): b.set("payload", t.json)
+        case .terminalBound(let sessionId): b.set("payload", JSONValue.object(["sessionId": .string(sessionId)]))
+        case .registered(let r): r.write(into: &b, form: form)
+        case .resumed(let r): r.write(into: &b)
+        case .error(let e): e.write(into: &b)
+        case .legacy(_, let raw), .unknown(_, let raw): return raw
+        }
+        return b.value
+    }
+}
