@@ -167,34 +167,47 @@ public struct Redactor: Sendable, Hashable {
 
     // MARK: scanning helpers
 
-    /// A fast pre-check: false when `u` cannot hold a secret (no `eyJ`, and none of `token`, `jwt`,
-    /// `authorization`, `bearer` in any case): every secret key name contains one of those.
+    /// A fast pre-check: false when `u` cannot hold a secret. True when it contains `eyJ` (a JWT),
+    /// `bearer` followed by a space or tab (any case), a `\u` escape (which could spell a key), or a
+    /// quote followed by a secret key name (any case) and a closing quote.
     static func mayContainSecret(_ u: [UInt8]) -> Bool {
         u.withUnsafeBufferPointer { b in
             let n = b.count
             var i = 0
             while i + 3 <= n {
-                let c = b[i] | 0x20
-                switch c {
+                switch b[i] {
                 case 0x65:  // e
-                    if b[i] == 0x65, b[i + 1] == 0x79, b[i + 2] == 0x4A { return true }
-                case 0x74:  // t
-                    if i + 5 <= n, b[i + 1] | 0x20 == 0x6F, b[i + 2] | 0x20 == 0x6B, b[i + 3] | 0x20 == 0x65,
-                        b[i + 4] | 0x20 == 0x6E { return true }
-                case 0x6A:  // j
-                    if b[i + 1] | 0x20 == 0x77, b[i + 2] | 0x20 == 0x74 { return true }
-                case 0x62:  // b
-                    if i + 6 <= n, b[i + 1] | 0x20 == 0x65, b[i + 2] | 0x20 == 0x61, b[i + 3] | 0x20 == 0x72,
-                        b[i + 4] | 0x20 == 0x65, b[i + 5] | 0x20 == 0x72 { return true }
-                case 0x61:  // a
-                    if i + 13 <= n, b[i + 1] | 0x20 == 0x75, b[i + 2] | 0x20 == 0x74, b[i + 3] | 0x20 == 0x68,
-                        b[i + 4] | 0x20 == 0x6F, b[i + 5] | 0x20 == 0x72, b[i + 6] | 0x20 == 0x69 { return true }
+                    if b[i + 1] == 0x79, b[i + 2] == 0x4A { return true }
+                case 0x62, 0x42:  // b B
+                    if i + 7 <= n, b[i + 1] | 0x20 == 0x65, b[i + 2] | 0x20 == 0x61, b[i + 3] | 0x20 == 0x72,
+                        b[i + 4] | 0x20 == 0x65, b[i + 5] | 0x20 == 0x72, b[i + 6] == 0x20 || b[i + 6] == 0x09 { return true }
+                case 0x5C:  // backslash
+                    if b[i + 1] == 0x75 { return true }
+                case 0x22:  // quote: a secret key name?
+                    let first = b[i + 1] | 0x20
+                    if first == 0x61 || first == 0x72 || first == 0x6A || first == 0x74 || first == 0x78 || first == 0x62,
+                        quotedSecretKey(b, at: i + 1) { return true }
                 default: break
                 }
                 i += 1
             }
             return false
         }
+    }
+
+    private static let secretKeyBytes: [[UInt8]] = secretKeys.map { Array($0.utf8) }
+
+    /// Whether `b[start...]` is a secret key name (any case) followed by a quote.
+    private static func quotedSecretKey(_ b: UnsafeBufferPointer<UInt8>, at start: Int) -> Bool {
+        for key in secretKeyBytes where start + key.count < b.count && b[start + key.count] == 0x22 {
+            var match = true
+            for k in 0..<key.count where b[start + k] | 0x20 != key[k] {
+                match = false
+                break
+            }
+            if match { return true }
+        }
+        return false
     }
 
     static func isBase64URL(_ c: UInt8) -> Bool {

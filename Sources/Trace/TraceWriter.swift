@@ -137,6 +137,10 @@ public final class TraceWriter: Sendable {
 
     /// The writer's counters so far, and its stop reason.
     public var status: TraceWriterSummary { core.status }
+
+    /// Records queued and not yet taken by the writer thread (a producer that must not lose records,
+    /// like a benchmark, can wait while this is near `options.queueCapacity`).
+    public var queueDepth: Int { core.state.withLock { $0.queue.count } }
 }
 
 /// Hands a non-Sendable value to exactly one other thread. Safe here because the creating thread never

@@ -78,6 +78,21 @@ import Testing
         #expect(redactor.redact(text: "a keyJunk.x.y") == "a keyJunk.x.y")
     }
 
+    @Test func preCheckSkipsOnlyPayloadsWithoutSecrets() throws {
+        // "tokens" is not a secret key: the bytes stay exactly as they were (no re-serialisation).
+        let counts = Array(#"{"type":"event","payload":{"eventType":"job:tokens-updated","tokens":12}}"#.utf8)
+        #expect(!Redactor.mayContainSecret(counts))
+        #expect(redactor.redact(payload: counts, kind: .frameText) == counts)
+        // Secret keys in any case, a key spelled with a \u escape, a bare JWT, a Bearer credential.
+        for text in [#"{"Token":"s3"}"#, #"{"tok\u0065n":"s3"}"#, #"{"a":"\#(jwt)"}"#, #"{"h":"BEARER s3"}"#] {
+            let bytes = Array(text.utf8)
+            #expect(Redactor.mayContainSecret(bytes), "\(text)")
+            let out = String(decoding: redactor.redact(payload: bytes, kind: .input), as: UTF8.self)
+            #expect(!out.contains("s3") && !out.contains(jwt), "\(text) -> \(out)")
+            #expect(out.contains("rt:redacted:"))
+        }
+    }
+
     @Test func rawPolicyKeepsEverything() throws {
         let raw = Redactor(policy: .raw, key: [])
         let v: JSONValue = ["resumeToken": .string(resumeToken), "h": .string("Bearer \(jwt)")]
