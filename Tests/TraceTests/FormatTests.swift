@@ -18,6 +18,19 @@ import Testing
         #expect(zstdLibraryVersion.hasPrefix("1."))
     }
 
+    @Test func crc32cMatchesTheCastagnoliCheckValue() {
+        // The standard check value of CRC-32C (RFC 3720 appendix B.4) and an unaligned long input.
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
+        let long = (0..<1000).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        var bitwise: UInt32 = 0xFFFF_FFFF
+        for b in long[3...] {
+            bitwise ^= UInt32(b)
+            for _ in 0..<8 { bitwise = bitwise & 1 != 0 ? (bitwise >> 1) ^ 0x82F6_3B78 : bitwise >> 1 }
+        }
+        #expect(CRC32C.checksum(long, 3..<1000) == ~bitwise)
+    }
+
     @Test(arguments: [1, 2, 3, 99] as [UInt64])
     func randomRecordsRoundTrip(seed: UInt64) throws {
         let records = randomRecords(seed: seed, count: 400)
