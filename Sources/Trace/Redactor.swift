@@ -152,10 +152,10 @@ public struct Redactor: Sendable, Hashable {
     }
 
     /// The redacted payload of a record of `kind`: JSON kinds are parsed and re-serialised only when a
-    /// secret was replaced (otherwise the bytes are kept as they are); text that is not JSON, and markers,
-    /// get `redact(text:)`; binary frames are kept.
+    /// secret was replaced (otherwise the bytes are kept as they are); JSON kinds whose payload is not
+    /// JSON, and markers, get `redact(text:)`; binary frames and unknown kinds are kept as they are.
     public func redact(payload: [UInt8], kind: RecordKind) -> [UInt8] {
-        guard policy == .hashed, kind != .frameBinary, Self.mayContainSecret(payload) else { return payload }
+        guard policy == .hashed, kind.hasJSONPayload || kind == .marker, Self.mayContainSecret(payload) else { return payload }
         if kind.hasJSONPayload, let value = try? JSONValue(parsing: payload) {
             let redacted = redact(json: value)
             return redacted == value ? payload : redacted.serialized()

@@ -76,8 +76,7 @@ final class ZstdDecompressor {
     /// content checksum is verified by zstd. Fails unless it yields exactly `size` bytes.
     func decompress(_ src: UnsafeRawBufferPointer, size: Int, into dst: inout [UInt8]) throws(TraceError) -> Int {
         if dst.count != size {
-            if dst.count < size { dst.append(contentsOf: repeatElement(0, count: size - dst.count)) }
-            else { dst.removeLast(dst.count - size) }
+            if dst.count < size { dst = [UInt8](repeating: 0, count: size) } else { dst.removeLast(dst.count - size) }
         }
         if size == 0 {
             var scratch: UInt8 = 0
