@@ -20,16 +20,17 @@ TMP="$(mktemp -d "${TMPDIR:-/tmp}/relaytrace-bench.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 TRACE="$TMP/trace.rtrace"
 
-secs() { date +%s.%N; }
 get() { grep "^$1 " "$2" | awk '{print $2}'; }
 
+echo "== $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run"
 echo "== write ($BYTES bytes of records)"
 "$BIN" write "$TRACE" --bytes "$BYTES" --seed 1 | tee "$TMP/write.txt"
 
 echo "== raw record stream (zstd -dc of the trace) and zstd -3 of it"
 zstd -q -dc "$TRACE" > "$TMP/raw.bin"
 RAW=$(stat -c %s "$TMP/raw.bin")
-t0=$(secs); zstd -q -3 -c "$TMP/raw.bin" > "$TMP/raw.zst"; t1=$(secs)
+/usr/bin/time -f "%e %U %S" -o "$TMP/z3.txt" sh -c "zstd -q -3 -c '$TMP/raw.bin' > '$TMP/raw.zst'"
+read -r Z3_S Z3_U Z3_SYS < "$TMP/z3.txt"
 Z3=$(stat -c %s "$TMP/raw.zst")
 rm -f "$TMP/raw.bin"
 TRACE_BYTES=$(stat -c %s "$TRACE")
@@ -46,11 +47,11 @@ SCAN_S=$(best < "$TMP/scan.secs"); ZSTD_S=$(best < "$TMP/zstd.secs")
 RSS_KB=$(sort -n "$TMP/scan.rss" | tail -1)
 
 cat "$TMP/scan.txt"
-awk -v raw="$RAW" -v z3="$Z3" -v tb="$TRACE_BYTES" -v t0="$t0" -v t1="$t1" \
+awk -v raw="$RAW" -v z3="$Z3" -v tb="$TRACE_BYTES" -v z3s="$Z3_S" -v z3cpu="$(awk -v u="$Z3_U" -v s="$Z3_SYS" 'BEGIN{print u+s}')" \
     -v ss="$SCAN_S" -v zs="$ZSTD_S" -v rss="$RSS_KB" 'BEGIN {
     printf "raw record stream      %d bytes\n", raw
     printf "trace file             %d bytes (ratio %.2f)\n", tb, raw / tb
-    printf "zstd -3 of raw stream  %d bytes (%.1f s)\n", z3, t1 - t0
+    printf "zstd -3 of raw stream  %d bytes (%.1f s = %.0f MB/s; %.0f MB per CPU-second)\n", z3, z3s, raw / z3s / 1e6, raw / z3cpu / 1e6
     printf "trace / zstd -3        %.3f   (target <= 1.10)\n", tb / z3
     printf "reader scan            %.2f s = %.0f MB/s of records\n", ss, raw / ss / 1e6
     printf "zstd -dc > /dev/null   %.2f s = %.0f MB/s\n", zs, raw / zs / 1e6

@@ -117,6 +117,13 @@ struct Generator {
     }
 }
 
+/// CPU seconds used by the whole process (all threads) so far.
+func cpuTime() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
 func writeBench(path: String, bytes target: Int, seed: UInt64) {
     var gen = Generator(seed: seed)
     var pool = [TraceRecord]()
@@ -137,6 +144,7 @@ func writeBench(path: String, bytes target: Int, seed: UInt64) {
     var t: Int64 = 0
     var waits = 0
     let start = now()
+    let cpuStart = cpuTime()
     outer: while true {
         for var r in pool {
             // ~20k records per second of capture time, so chunks fill by size (1 MiB), as in a busy session.
@@ -155,6 +163,7 @@ func writeBench(path: String, bytes target: Int, seed: UInt64) {
     let summary: TraceWriterSummary
     do { summary = try writer.close() } catch { fail("\(error)") }
     let seconds = now() - start
+    let cpu = cpuTime() - cpuStart
     say("write.records \(records)")
     say("write.raw_bytes \(written)")
     say("write.file_bytes \(summary.bytes)")
@@ -163,6 +172,9 @@ func writeBench(path: String, bytes target: Int, seed: UInt64) {
     say("write.seconds \(String(format3(seconds)))")
     say("write.records_per_second \(Int(Double(records) / seconds))")
     say("write.mb_per_second \(format3(Double(written) / seconds / 1e6))")
+    // Producer and writer thread together: what the writer costs per CPU-second, whatever the load.
+    say("write.cpu_seconds \(format3(cpu))")
+    say("write.mb_per_cpu_second \(format3(Double(written) / cpu / 1e6))")
 }
 
 func format3(_ x: Double) -> String {
