@@ -151,6 +151,18 @@ import Testing
         #expect(records[3].payloadText == "user pasted " + r.header.redaction.redactor.placeholder(for: jwt))
     }
 
+    @Test func redactionIsTheDefaultAndRawMustBeAskedFor() throws {
+        #expect(TraceWriterOptions().redaction == .hashed)
+        let sink = MemorySink()
+        let w = try TraceWriter(sink: sink, header: testHeader())  // default options
+        w.append(.frame(.text(#"{"type":"resumed","resumeToken":"\#(resumeToken)"}"#), time: .zero, generation: 1, direction: .inbound))
+        try w.close()
+        let r = try TraceReader(bytes: sink.bytes)
+        #expect(r.header.redaction.policy == .hashed)
+        #expect(r.header.redaction.key.count == 32)
+        #expect(r.readAll().entries.first?.record.payloadText.contains(resumeToken) == false)
+    }
+
     @Test func rawCaptureKeepsSecretsAndSaysSo() throws {
         let register = #"{"type":"register","payload":{"resumeToken":"\#(resumeToken)"}}"#
         let bytes = try writeTrace([.frame(.text(register), time: .zero, generation: 1, direction: .outbound)],

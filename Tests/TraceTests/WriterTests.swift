@@ -111,6 +111,14 @@ import Testing
         #expect(why["reason"]?.stringValue?.contains("No space left") == true)
     }
 
+    @Test func optionsOutOfRangeAreRefused() {
+        var o = testOptions()
+        o.queueCapacity = 0
+        #expect(throws: TraceError.self) { try TraceWriter(sink: MemorySink(), header: testHeader(), options: o) }
+        o = testOptions(chunk: 40 << 20)
+        #expect(throws: TraceError.self) { try TraceWriter(sink: MemorySink(), header: testHeader(), options: o) }
+    }
+
     @Test func openingAnExistingFileFailsUnlessOverwrite() throws {
         let path = tempPath("exists.rtrace")
         defer { try? FileManager.default.removeItem(atPath: path) }
