@@ -393,7 +393,11 @@ final class WriterEngine {
         var r = record
         if redactor.policy == .hashed {
             r.payload = redactor.redact(payload: r.payload, kind: r.kind)
-            if r.payload.count > TraceFormat.maxRecordPayload { r.payload = record.payload }
+            // Redaction grew it past the limit (re-serialised JSON): drop it rather than write the secret.
+            if r.payload.count > TraceFormat.maxRecordPayload {
+                lost += 1
+                return
+            }
         }
         let t = r.time.nanoseconds
         if chunkRecords > 0 && t &- chunkFirstTime >= interval { flushChunk() }
