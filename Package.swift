@@ -41,6 +41,10 @@ let package = Package(
         // The command-line interface; `relaytrace` is a two-line main.
         .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
+        // The trace benchmark driver (tools/bench-trace.sh); not a product.
+        .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // A child process for the trace crash test (SIGKILL while writing); not a product.
+        .executableTarget(name: "relaytrace-test-fixture", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
 
         .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),

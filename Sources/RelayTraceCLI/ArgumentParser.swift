@@ -1,0 +1,186 @@
+// A small argument parser following swift-argument-parser's conventions (which this project cannot
+// depend on): `OVERVIEW / USAGE / ARGUMENTS / OPTIONS / SUBCOMMANDS` help on stdout with exit 0, usage
+// errors on stderr (`Error: ...`, the usage line, `See '... --help' for more information.`) with exit 64.
+// Later commands (stats, diff, export, replay, capture...) declare a `CommandSpec` and reuse it.
+
+/// Process exit codes (BSD sysexits, as swift-argument-parser and the house rules use them).
+public enum ExitCode: Int32, Sendable, Error {
+    /// Success.
+    case success = 0
+    /// A problem found in the data (corrupt trace, failed verification).
+    case dataError = 65
+    /// The command line was wrong.
+    case usage = 64
+    /// An input file does not exist or cannot be opened.
+    case noInput = 66
+    /// An I/O error while reading or writing.
+    case ioError = 74
+}
+
+/// A named option: `--name <value>` (or `--name=value`), or a flag `--name` when `valueName` is nil.
+struct OptionSpec: Sendable {
+    var long: String
+    var short: Character? = nil
+    var valueName: String? = nil
+    var help: String
+    /// The accepted values, when the option is an enumeration.
+    var allowed: [String]? = nil
+    var defaultValue: String? = nil
+}
+
+/// A positional argument.
+struct ArgumentSpec: Sendable {
+    var name: String
+    var help: String
+    var optional = false
+}
+
+/// A command: its help text, its arguments and options, and either subcommands or a body.
+struct CommandSpec: Sendable {
+    var name: String
+    var abstract: String
+    var discussion: String? = nil
+    var arguments: [ArgumentSpec] = []
+    var options: [OptionSpec] = []
+    var subcommands: [CommandSpec] = []
+    var run: (@Sendable (ParsedArguments, CLIContext) -> ExitCode)? = nil
+}
+
+/// What the parser found.
+struct ParsedArguments: Sendable {
+    var positionals: [String: String] = [:]
+    var values: [String: String] = [:]
+    var flags: Set<String> = []
+
+    /// The value of an option (or its default).
+    func value(_ long: String) -> String? { values[long] }
+    /// Whether a flag was given.
+    func flag(_ long: String) -> Bool { flags.contains(long) }
+}
+
+/// A command-line mistake: shown with the usage of `command`.
+struct UsageError: Error {
+    var message: String
+    var commandPath: [String]
+}
+
+/// Why parsing stopped early without an error.
+enum ParseOutcome {
+    case run(ParsedArguments)
+    case help
+}
+
+extension CommandSpec {
+    /// Parses `args` (without the command path) against this command.
+    func parse(_ args: [String], path: [String]) throws(UsageError) -> ParseOutcome {
+        var parsed = ParsedArguments()
+        for o in options { if let d = o.defaultValue { parsed.values[o.long] = d } }
+        var positionals: [String] = []
+        var i = 0
+        var onlyPositionals = false
+        while i < args.count {
+            let a = args[i]
+            i += 1
+            if onlyPositionals || a == "-" || !a.hasPrefix("-") {
+                positionals.append(a)
+                continue
+            }
+            if a == "--" {
+                onlyPositionals = true
+                continue
+            }
+            if a == "-h" || a == "--help" { return .help }
+            var name = a
+            var inline: String? = nil
+            if a.hasPrefix("--"), let eq = a.firstIndex(of: "=") {
+                name = String(a[..<eq])
+                inline = String(a[a.index(after: eq)...])
+            }
+            let spec: OptionSpec?
+            if name.hasPrefix("--") {
+                spec = options.first { "--" + $0.long == name }
+            } else {
+                spec = name.count == 2 ? options.first { $0.short.map { "-\($0)" } == name } : nil
+            }
+            guard let spec else { throw UsageError(message: "Unknown option '\(name)'", commandPath: path) }
+            guard let valueName = spec.valueName else {
+                if inline != nil { throw UsageError(message: "The flag '--\(spec.long)' does not take a value", commandPath: path) }
+                parsed.flags.insert(spec.long)
+                continue
+            }
+            let value: String
+            if let inline { value = inline } else {
+                guard i < args.count else {
+                    throw UsageError(message: "Missing value for '--\(spec.long) <\(valueName)>'", commandPath: path)
+                }
+                value = args[i]
+                i += 1
+            }
+            if let allowed = spec.allowed, !allowed.contains(value) {
+                throw UsageError(
+                    message: "The value '\(value)' is invalid for '--\(spec.long) <\(valueName)>'. Please provide one of \(Self.list(allowed)).",
+                    commandPath: path)
+            }
+            parsed.values[spec.long] = value
+        }
+        for (k, spec) in arguments.enumerated() {
+            if k < positionals.count {
+                parsed.positionals[spec.name] = positionals[k]
+            } else if !spec.optional {
+                throw UsageError(message: "Missing expected argument '<\(spec.name)>'", commandPath: path)
+            }
+        }
+        if positionals.count > arguments.count {
+            throw UsageError(message: "Unexpected argument '\(positionals[arguments.count])'", commandPath: path)
+        }
+        return .run(parsed)
+    }
+
+    static func list(_ values: [String]) -> String {
+        let quoted = values.map { "'\($0)'" }
+        if quoted.count <= 1 { return quoted.joined() }
+        return quoted.dropLast().joined(separator: ", ") + " and " + (quoted.last ?? "")
+    }
+
+    /// `relaytrace info <file> [--format <format>]`.
+    func usage(path: [String]) -> String {
+        var parts = [path.joined(separator: " ")]
+        if !subcommands.isEmpty { parts.append("<subcommand>") }
+        for a in arguments { parts.append(a.optional ? "[<\(a.name)>]" : "<\(a.name)>") }
+        for o in options {
+            if let v = o.valueName { parts.append("[--\(o.long) <\(v)>]") } else { parts.append("[--\(o.long)]") }
+        }
+        return parts.joined(separator: " ")
+    }
+
+    /// The full help text.
+    func help(path: [String]) -> String {
+        var out = "OVERVIEW: \(abstract)\n"
+        if let discussion { out += "\n\(discussion)\n" }
+        out += "\nUSAGE: \(usage(path: path))\n"
+        func row(_ left: String, _ right: String) -> String {
+            let pad = left.count < 24 ? String(repeating: " ", count: 24 - left.count) : "\n" + String(repeating: " ", count: 26)
+            return "  \(left)\(pad)\(right)\n"
+        }
+        if !arguments.isEmpty {
+            out += "\nARGUMENTS:\n"
+            for a in arguments { out += row("<\(a.name)>", a.help) }
+        }
+        out += "\nOPTIONS:\n"
+        for o in options {
+            var left = o.short.map { "-\($0), " } ?? ""
+            left += "--\(o.long)"
+            if let v = o.valueName { left += " <\(v)>" }
+            var text = o.help
+            if let d = o.defaultValue { text += " (default: \(d))" }
+            out += row(left, text)
+        }
+        out += row("-h, --help", "Show help information.")
+        if !subcommands.isEmpty {
+            out += "\nSUBCOMMANDS:\n"
+            for s in subcommands { out += row(s.name, s.abstract) }
+            out += "\n  See '\(path.first ?? name) help <subcommand>' for detailed help.\n"
+        }
+        return out
+    }
+}

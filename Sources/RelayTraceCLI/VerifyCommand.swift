@@ -1,0 +1,41 @@
+import Trace
+
+enum VerifyCommand {
+    static let spec = CommandSpec(
+        name: "verify",
+        abstract: "Check every checksum, the index against the chunks, and the trailer.",
+        discussion: "Exits 0 when the trace is intact and complete, 65 with the byte offset of the first problem otherwise.",
+        arguments: [ArgumentSpec(name: "file", help: "The trace file.")],
+        options: [OptionSpec(long: "allow-incomplete", help: "Accept a trace without index and trailer (a recorder that was killed), if every chunk checks out.")],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let path = args.positionals["file"] ?? ""
+        let reader: TraceReader
+        switch RelayTraceCommand.openTrace(path, ctx) {
+        case .success(let r): reader = r
+        case .failure(let code): return code
+        }
+        var records: UInt64 = 0
+        do {
+            while try reader.next() != nil { records += 1 }
+        } catch {
+            ctx.stderr.line("Error: verification failed: \(error.description)")
+            ctx.stderr.line("  \(records) records before the problem are intact; 'relaytrace frames' reads them.")
+            return RelayTraceCommand.exitCode(for: error)
+        }
+        let chunks = reader.statistics.chunksDecoded
+        guard reader.isComplete else {
+            let why = reader.trailerProblem.map { ": \($0.description)" } ?? ""
+            if args.flag("allow-incomplete") {
+                ctx.stdout.line("OK (incomplete): \(records) records in \(chunks) chunks check out; no index or trailer\(why)")
+                return .success
+            }
+            ctx.stderr.line("Error: the trace is incomplete: no valid index and trailer (the recorder did not close it)\(why)")
+            ctx.stderr.line("  Its \(records) records in \(chunks) chunks check out; pass --allow-incomplete to accept it.")
+            return .dataError
+        }
+        ctx.stdout.line("OK: \(records) records in \(chunks) chunks; every CRC-32C and zstd checksum, the index and the trailer check out")
+        return .success
+    }
+}

@@ -1,0 +1,525 @@
+public import RelayProtocol
+
+/// A record read from a trace, with its number (0-based over the whole trace, header excluded).
+public struct TraceEntry: Sendable, Hashable {
+    /// The record's number.
+    public var number: UInt64
+    /// The record.
+    public var record: TraceRecord
+}
+
+/// Reads a trace file: the header at once, the trailer and index when the file is complete, and records
+/// streamed chunk by chunk (memory bounded by one chunk). Not thread-safe: one reader per thread.
+///
+/// Iteration (`next()`) walks the frames in file order and checks everything on the way: chunk header
+/// CRCs, each zstd frame's CRC-32C and content checksum, record framing, record numbering, and, at the
+/// end, the index against the chunks it has seen and the trailer against the index. A problem ends the
+/// iteration with a `TraceError` naming the byte offset, after every good record before it. In salvage
+/// mode problems are collected in `problems` and iteration resumes at the next intact chunk.
+public final class TraceReader {
+    /// How a reader behaves.
+    public struct Options: Sendable, Hashable {
+        /// Refuse chunks that declare more uncompressed bytes than this (checked before allocating).
+        public var maxChunkSize: Int = TraceFormat.defaultMaxChunkSize
+        /// Keep going after a damaged or truncated chunk: record the problem and resume at the next
+        /// intact chunk header.
+        public var salvage: Bool = false
+        /// Default options.
+        public init(maxChunkSize: Int = TraceFormat.defaultMaxChunkSize, salvage: Bool = false) {
+            self.maxChunkSize = maxChunkSize
+            self.salvage = salvage
+        }
+    }
+
+    /// What the reader did so far (for tests and `info`).
+    public struct Statistics: Sendable, Hashable {
+        /// Chunks decompressed.
+        public var chunksDecoded = 0
+        /// Bytes read from the source.
+        public var bytesRead: UInt64 = 0
+    }
+
+    /// The source.
+    public let source: any TraceByteSource
+    /// The options.
+    public let options: Options
+    /// The format version of the file.
+    public let formatVersion: UInt16
+    /// The header record (kind `.header`, JSON payload).
+    public let headerRecord: TraceRecord
+    /// The header, parsed from the header record.
+    public let header: TraceHeader
+    /// The byte offset just after the file-header frame (where the first chunk starts).
+    public let dataOffset: UInt64
+    /// The trailer, when the file has a valid one (and a valid index).
+    public private(set) var trailer: TraceTrailer?
+    /// The closing index (one entry per chunk), when the file is complete.
+    public private(set) var index: [TraceChunkInfo]?
+    /// Why the trailer or index could not be used, when the file looked closed but was not intact.
+    public private(set) var trailerProblem: TraceError?
+    /// Counters.
+    public private(set) var statistics = Statistics()
+    /// Problems skipped in salvage mode, in file order.
+    public private(set) var problems: [TraceError] = []
+
+    /// True when the file has a trailer and an index that check out: the writer closed it.
+    public var isComplete: Bool { trailer != nil && index != nil }
+
+    // Iteration state.
+    private var position: UInt64
+    private var pending: [TraceRecord] = []
+    private var pendingNext = 0
+    private var pendingFirst: UInt64 = 0
+    private var nextRecord: UInt64 = 0
+    private var nextSequence: UInt32 = 0
+    private var fromStart = true
+    private var scanned: [TraceChunkInfo] = []
+    private var seenIndex: (offset: UInt64, size: UInt32, chunks: [TraceChunkInfo])?
+    private var finished = false
+    private var failure: TraceError?
+    private var chunkTableCache: [TraceChunkInfo]?
+    private let decompressor: ZstdDecompressor
+    private var chunkBuffer: [UInt8] = []
+
+    /// Opens the trace at `path`.
+    public convenience init(path: String, options: Options = Options()) throws(TraceError) {
+        try self.init(source: FileByteSource(path: path), options: options)
+    }
+
+    /// Reads a trace held in memory.
+    public convenience init(bytes: [UInt8], options: Options = Options()) throws(TraceError) {
+        try self.init(source: MemoryByteSource(bytes), options: options)
+    }
+
+    /// Reads a trace from `source`: reads and checks the file header, then the trailer and index if the
+    /// file has them. Throws when the header is missing, damaged or of a newer version.
+    public init(source: any TraceByteSource, options: Options = Options()) throws(TraceError) {
+        self.source = source
+        self.options = options
+        self.decompressor = try ZstdDecompressor()
+        // File header.
+        let head = try source.read(at: 0, count: 8)
+        let magicBytes: [UInt8] = [0x50, 0x2A, 0x4D, 0x18]
+        guard head.count >= 8 else {
+            if head.isEmpty { throw TraceError(.notATrace, offset: 0, "the file is empty; a trace starts with a RelayTrace header frame") }
+            if Array(magicBytes.prefix(head.count)) == Array(head.prefix(4)) {
+                throw TraceError(.truncated, offset: 0, "the file ends inside its header frame (\(head.count) bytes); the recorder died while creating it")
+            }
+            throw TraceError(.notATrace, offset: 0, "the file is \(head.count) bytes and does not start with a RelayTrace header frame")
+        }
+        guard head.u32(at: 0) == TraceFormat.skippableMagic, let size = head.u32(at: 4) else {
+            throw TraceError(.notATrace, offset: 0, "not a RelayTrace file: it does not start with the skippable-frame magic 50 2A 4D 18")
+        }
+        let maxContent = 12 + TraceFormat.recordHeaderSize + TraceFormat.maxHeaderPayload
+        guard Int(size) <= maxContent, size >= UInt32(12 + TraceFormat.recordHeaderSize) else {
+            throw TraceError(.limitExceeded, offset: 4, "header frame declares \(size) bytes of content (allowed \(12 + TraceFormat.recordHeaderSize)...\(maxContent)); the header is damaged")
+        }
+        let frame = try source.read(at: 0, count: 8 + Int(size))
+        statistics.bytesRead += UInt64(frame.count)
+        guard frame.count == 8 + Int(size) else {
+            throw TraceError(.truncated, offset: UInt64(frame.count), "the file ends inside its header frame (\(frame.count) of \(8 + Int(size)) bytes)")
+        }
+        guard frame.u32(at: 8) == TraceFormat.tagHeader else {
+            throw TraceError(.notATrace, offset: 8, "the first frame is not a RelayTrace header (tag RTHD); this is some other zstd file")
+        }
+        guard let crc = frame.u32(at: frame.count - 4), crc == CRC32C.checksum(frame, 8..<(frame.count - 4)) else {
+            throw TraceError(.checksumMismatch, offset: 0, "header frame CRC-32C mismatch; the header is damaged")
+        }
+        let version = frame.u16(at: 12) ?? 0
+        guard version >= 1, version <= TraceFormat.version else {
+            throw TraceError(.unsupportedVersion, offset: 12, "format version \(version); this reader understands versions 1...\(TraceFormat.version): update relaytrace")
+        }
+        formatVersion = version
+        var at = 16
+        let record = try frame.withBytes { (b) throws(TraceError) -> TraceRecord in
+            try FrameCodec.decodeRecord(UnsafeRawBufferPointer(rebasing: b[0..<(frame.count - 4)]), offset: &at, fileOffset: 16, where: "header record")
+        }
+        guard record.kind == .header, at == frame.count - 4 else {
+            throw TraceError(.corrupt, offset: 16, "the header frame must hold exactly one record of kind header (found \(record.kind))")
+        }
+        headerRecord = record
+        header = try TraceHeader.parse(record: record)
+        dataOffset = UInt64(frame.count)
+        position = dataOffset
+        loadTrailer()
+    }
+
+    private func loadTrailer() {
+        guard let size = source.size, size >= dataOffset + UInt64(TraceFormat.trailerFrameSize) else { return }
+        let at = size - UInt64(TraceFormat.trailerFrameSize)
+        do {
+            let b = try source.read(at: at, count: TraceFormat.trailerFrameSize)
+            statistics.bytesRead += UInt64(b.count)
+            guard let t = try FrameCodec.decodeTrailer(b, offset: at) else { return }
+            guard t.indexFrameSize >= 20, Int(t.indexFrameSize) <= TraceFormat.maxIndexSize,
+                t.indexOffset >= dataOffset, t.indexOffset + UInt64(t.indexFrameSize) == at
+            else {
+                trailerProblem = TraceError(.corrupt, offset: at, "the trailer points to an index at \(t.indexOffset) (\(t.indexFrameSize) bytes) that does not end where the trailer starts")
+                return
+            }
+            let ib = try source.read(at: t.indexOffset, count: Int(t.indexFrameSize))
+            statistics.bytesRead += UInt64(ib.count)
+            let chunks = try FrameCodec.decodeIndex(ib, offset: t.indexOffset)
+            guard chunks.count == Int(t.chunkCount), (chunks.last.map { $0.firstRecord + UInt64($0.recordCount) } ?? 0) == t.recordCount else {
+                trailerProblem = TraceError(.corrupt, offset: t.indexOffset, "the index lists \(chunks.count) chunks but the trailer says \(t.chunkCount) chunks / \(t.recordCount) records")
+                return
+            }
+            trailer = t
+            index = chunks
+        } catch {
+            trailerProblem = error
+        }
+    }
+
+    // MARK: iteration
+
+    /// The next record, or nil at the end. Throws the first problem met (with its byte offset) after
+    /// returning every good record before it; keeps throwing it afterwards. In salvage mode it throws
+    /// only I/O errors of the source.
+    public func next() throws(TraceError) -> TraceEntry? {
+        while true {
+            if pendingNext < pending.count {
+                let entry = TraceEntry(number: pendingFirst + UInt64(pendingNext), record: pending[pendingNext])
+                pendingNext += 1
+                return entry
+            }
+            if let failure { throw failure }
+            if finished { return nil }
+            do {
+                try step()
+            } catch {
+                if options.salvage && error.code != .io {
+                    problems.append(error)
+                    resync(after: error)
+                } else {
+                    failure = error
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// Reads every remaining record. Returns them with the error that stopped the reading, if any.
+    public func readAll() -> (entries: [TraceEntry], error: TraceError?) {
+        var out = [TraceEntry]()
+        do {
+            while let e = try next() { out.append(e) }
+            return (out, nil)
+        } catch {
+            return (out, error)
+        }
+    }
+
+    /// Reads the frame at `position` and advances past it; fills `pending` when it is a chunk.
+    private func step() throws(TraceError) {
+        let at = position
+        let head = try source.read(at: at, count: 8)
+        statistics.bytesRead += UInt64(head.count)
+        if head.isEmpty {
+            finished = true
+            if let seen = seenIndex {
+                throw TraceError(.truncated, offset: at, "the file ends after the index (at \(seen.offset)) without its trailer; the recorder died while closing")
+            }
+            return
+        }
+        guard head.count == 8, let magic = head.u32(at: 0), let size = head.u32(at: 4) else {
+            throw TraceError(.truncated, offset: at, "the file ends \(head.count) bytes into a frame header; the recorder was stopped mid-write")
+        }
+        if magic == TraceFormat.zstdMagic {
+            throw TraceError(.corrupt, offset: at, "a zstd frame without a chunk header; the chunk header before it is damaged (try --salvage)")
+        }
+        guard magic >= TraceFormat.skippableMagicLow, magic <= TraceFormat.skippableMagicHigh else {
+            throw TraceError(.corrupt, offset: at, "unknown frame magic 0x\(String(magic, radix: 16)); the file is damaged here (try --salvage)")
+        }
+        let frameEnd = at + 8 + UInt64(size)
+        if let total = source.size, frameEnd > total {
+            throw TraceError(.truncated, offset: at, "a frame of \(8 + UInt64(size)) bytes starts here but the file ends at \(total); the recorder was stopped mid-write")
+        }
+        var tag: UInt32 = 0
+        if magic == TraceFormat.skippableMagic, size >= 4 {
+            let t = try source.read(at: at + 8, count: 4)
+            guard t.count == 4 else { throw TraceError(.truncated, offset: at, "the file ends inside a frame") }
+            tag = t.u32(at: 0) ?? 0
+        }
+        if seenIndex != nil && tag != TraceFormat.tagTrailer {
+            throw TraceError(.corrupt, offset: at, "expected the trailer after the index, found another frame")
+        }
+        switch tag {
+        case TraceFormat.tagChunk:
+            let b = try readExactly(at: at, count: TraceFormat.chunkHeaderFrameSize, what: "chunk header")
+            guard let info = try FrameCodec.decodeChunkHeader(b, offset: at) else {
+                throw TraceError(.corrupt, offset: at, "a chunk header frame of the wrong size (\(size) bytes, expected 52)")
+            }
+            if fromStart && !options.salvage {
+                guard info.sequence == nextSequence, info.firstRecord == nextRecord else {
+                    throw TraceError(.corrupt, offset: at, "chunk \(info.sequence) starting at record \(info.firstRecord) follows chunk \(Int(nextSequence) - 1) ending before record \(nextRecord); chunks are missing or out of order")
+                }
+            }
+            let (records, generations) = try decodeChunk(info)
+            var done = info
+            done.generations = generations
+            if fromStart { scanned.append(done) }
+            pending = records
+            pendingNext = 0
+            pendingFirst = info.firstRecord
+            nextRecord = info.firstRecord + UInt64(info.recordCount)
+            nextSequence = info.sequence &+ 1
+            position = info.endOffset
+        case TraceFormat.tagIndex:
+            guard Int(size) + 8 <= TraceFormat.maxIndexSize else {
+                throw TraceError(.limitExceeded, offset: at, "index frame of \(size) bytes is over the \(TraceFormat.maxIndexSize)-byte limit")
+            }
+            let b = try readExactly(at: at, count: 8 + Int(size), what: "index")
+            let chunks = try FrameCodec.decodeIndex(b, offset: at)
+            if fromStart && !options.salvage {
+                guard chunks == scanned else {
+                    let firstDiff = Array(zip(chunks, scanned)).firstIndex { $0 != $1 } ?? min(chunks.count, scanned.count)
+                    throw TraceError(.corrupt, offset: at, "the index does not match the chunks in the file (\(chunks.count) entries, \(scanned.count) chunks; first difference at entry \(firstDiff))")
+                }
+            }
+            seenIndex = (at, size + 8, chunks)
+            position = frameEnd
+        case TraceFormat.tagTrailer:
+            let b = try readExactly(at: at, count: TraceFormat.trailerFrameSize, what: "trailer")
+            guard let t = try FrameCodec.decodeTrailer(b, offset: at) else {
+                throw TraceError(.corrupt, offset: at, "a trailer frame of the wrong size (\(size) bytes, expected 52)")
+            }
+            guard let seen = seenIndex, seen.offset == t.indexOffset, seen.size == t.indexFrameSize,
+                UInt32(seen.chunks.count) == t.chunkCount
+            else {
+                throw TraceError(.corrupt, offset: at, "the trailer does not point to the index before it")
+            }
+            if fromStart && !options.salvage && t.recordCount != nextRecord {
+                throw TraceError(.corrupt, offset: at, "the trailer counts \(t.recordCount) records, the chunks hold \(nextRecord)")
+            }
+            if let total = source.size, frameEnd != total {
+                throw TraceError(.corrupt, offset: frameEnd, "\(total - frameEnd) bytes follow the trailer; the file was appended to after closing")
+            }
+            finished = true
+            position = frameEnd
+        case TraceFormat.tagHeader:
+            throw TraceError(.corrupt, offset: at, "a second header frame inside the file; two traces were concatenated or the file is damaged")
+        default:
+            // A skippable frame this version does not know (other magic or tag): skip it.
+            position = frameEnd
+        }
+    }
+
+    private func readExactly(at: UInt64, count: Int, what: String) throws(TraceError) -> [UInt8] {
+        let b = try source.read(at: at, count: count)
+        statistics.bytesRead += UInt64(b.count)
+        guard b.count == count else {
+            throw TraceError(.truncated, offset: at, "the file ends inside the \(what) (\(b.count) of \(count) bytes); the recorder was stopped mid-write")
+        }
+        return b
+    }
+
+    /// Reads, checks and decodes one chunk. Errors carry the chunk's offset.
+    private func decodeChunk(_ c: TraceChunkInfo) throws(TraceError) -> ([TraceRecord], [UInt64]) {
+        let at = c.offset
+        guard Int(c.uncompressedSize) <= options.maxChunkSize else {
+            throw TraceError(.limitExceeded, offset: at, "chunk \(c.sequence) declares \(c.uncompressedSize) uncompressed bytes, over the \(options.maxChunkSize)-byte limit")
+        }
+        guard Int(c.compressedSize) <= ZstdCompressor.bound(options.maxChunkSize), c.compressedSize >= 9 else {
+            throw TraceError(.limitExceeded, offset: at, "chunk \(c.sequence) declares a \(c.compressedSize)-byte zstd frame, outside what a \(options.maxChunkSize)-byte chunk can take")
+        }
+        guard UInt64(c.recordCount) * UInt64(TraceFormat.recordHeaderSize) <= UInt64(c.uncompressedSize) else {
+            throw TraceError(.corrupt, offset: at, "chunk \(c.sequence) claims \(c.recordCount) records in \(c.uncompressedSize) bytes")
+        }
+        if let total = source.size, c.endOffset > total {
+            throw TraceError(.truncated, offset: at, "chunk \(c.sequence) needs \(c.endOffset - at) bytes but the file ends at \(total); the recorder was stopped mid-write")
+        }
+        let frame = try readExactly(at: c.frameOffset, count: Int(c.compressedSize), what: "zstd frame of chunk \(c.sequence)")
+        statistics.chunksDecoded += 1
+        let size = Int(c.uncompressedSize)
+        try frame.withBytes { (f) throws(TraceError) in
+            guard CRC32C.checksum(f) == c.frameCRC else {
+                throw TraceError(.checksumMismatch, offset: at, "chunk \(c.sequence): CRC-32C of its zstd frame does not match; the chunk is damaged")
+            }
+            guard f.count >= 4, f.loadUnaligned(as: UInt32.self) == TraceFormat.zstdMagic.littleEndian else {
+                throw TraceError(.corrupt, offset: c.frameOffset, "chunk \(c.sequence): no zstd frame after the chunk header")
+            }
+            guard let declared = ZstdDecompressor.declaredContentSize(f), declared == UInt64(c.uncompressedSize) else {
+                throw TraceError(.corrupt, offset: c.frameOffset, "chunk \(c.sequence): the zstd frame's content size differs from the chunk header's \(c.uncompressedSize) bytes (or is missing)")
+            }
+            guard ZstdDecompressor.frameSize(f) == f.count else {
+                throw TraceError(.corrupt, offset: c.frameOffset, "chunk \(c.sequence): the zstd frame's blocks do not end where the chunk header says")
+            }
+            do throws(TraceError) {
+                let n = try decompressor.decompress(f, size: size, into: &chunkBuffer)
+                guard n == size else {
+                    throw TraceError(.corrupt, offset: c.frameOffset, "chunk \(c.sequence): decompressed to \(n) bytes, expected \(size)")
+                }
+            } catch {
+                var e = error
+                if e.offset == nil {
+                    e.offset = c.frameOffset
+                    e.message = "chunk \(c.sequence): \(e.message); the chunk is damaged"
+                }
+                throw e
+            }
+        }
+        var records = [TraceRecord]()
+        records.reserveCapacity(Int(c.recordCount))
+        var generations = Set<UInt64>()
+        var minT = Int64.max
+        var maxT = Int64.min
+        try chunkBuffer.withBytes { (b) throws(TraceError) in
+            var p = 0
+            let body = UnsafeRawBufferPointer(rebasing: b[0..<size])
+            while p < size {
+                guard records.count < Int(c.recordCount) else {
+                    throw TraceError(.corrupt, offset: at, "chunk \(c.sequence) holds more bytes than its \(c.recordCount) records")
+                }
+                let start = p
+                let r = try FrameCodec.decodeRecord(body, offset: &p, fileOffset: at, where: "uncompressed offset \(start) of chunk \(c.sequence)")
+                if let g = r.generation { generations.insert(g) }
+                minT = min(minT, r.time.nanoseconds)
+                maxT = max(maxT, r.time.nanoseconds)
+                records.append(r)
+            }
+        }
+        guard records.count == Int(c.recordCount) else {
+            throw TraceError(.corrupt, offset: at, "chunk \(c.sequence) holds \(records.count) records, its header says \(c.recordCount)")
+        }
+        if !records.isEmpty {
+            guard minT == c.minTime.nanoseconds, maxT == c.maxTime.nanoseconds else {
+                throw TraceError(.corrupt, offset: at, "chunk \(c.sequence): record times span \(minT)...\(maxT) ns, its header says \(c.minTime.nanoseconds)...\(c.maxTime.nanoseconds)")
+            }
+        }
+        return (records, generations.sorted())
+    }
+
+    /// Salvage: skip to the next intact-looking chunk header after the failure.
+    private func resync(after error: TraceError) {
+        pending = []
+        pendingNext = 0
+        fromStart = false
+        seenIndex = nil
+        let start = position + 1
+        let pattern: [UInt8] = [0x50, 0x2A, 0x4D, 0x18, 0x34, 0x00, 0x00, 0x00, 0x52, 0x54, 0x43, 0x48]
+        var at = start
+        let block = 1 << 20
+        while true {
+            guard let b = try? source.read(at: at, count: block + pattern.count), b.count >= pattern.count else {
+                finished = true
+                return
+            }
+            statistics.bytesRead += UInt64(b.count)
+            var i = 0
+            while i + pattern.count <= b.count {
+                if b[i] == 0x50 && b[i + 1] == 0x2A && b[i + 2] == 0x4D && b[i + 3] == 0x18
+                    && Array(b[(i + 4)..<(i + pattern.count)]) == Array(pattern[4...]) {
+                    position = at + UInt64(i)
+                    return
+                }
+                i += 1
+            }
+            if b.count < block + pattern.count {
+                finished = true
+                return
+            }
+            at += UInt64(block)
+        }
+    }
+
+    // MARK: seeking
+
+    /// Restarts iteration at the first record (clears a previous error).
+    public func rewind() {
+        reset(position: dataOffset)
+        fromStart = true
+        nextRecord = 0
+        nextSequence = 0
+    }
+
+    private func reset(position: UInt64) {
+        self.position = position
+        pending = []
+        pendingNext = 0
+        scanned = []
+        seenIndex = nil
+        finished = false
+        failure = nil
+    }
+
+    /// The chunks of the file: the index when the file is complete, otherwise found by walking the chunk
+    /// headers (reading 60 bytes per chunk, no decompression) up to the first problem, which is thrown
+    /// if no chunk could be listed. Cached.
+    public func chunks() throws(TraceError) -> [TraceChunkInfo] {
+        if let index { return index }
+        if let chunkTableCache { return chunkTableCache }
+        var out = [TraceChunkInfo]()
+        var at = dataOffset
+        while true {
+            let b = try source.read(at: at, count: TraceFormat.chunkHeaderFrameSize)
+            statistics.bytesRead += UInt64(b.count)
+            guard b.count == TraceFormat.chunkHeaderFrameSize, let c = try? FrameCodec.decodeChunkHeader(b, offset: at),
+                c.sequence == UInt32(out.count), c.firstRecord == (out.last.map { $0.firstRecord + UInt64($0.recordCount) } ?? 0)
+            else { break }
+            if let total = source.size, c.endOffset > total { break }
+            out.append(c)
+            at = c.endOffset
+        }
+        chunkTableCache = out
+        return out
+    }
+
+    /// Positions iteration so that `next()` returns record `number` (reads one chunk). Seeking to the
+    /// record count positions at the end.
+    public func seek(toRecord number: UInt64) throws(TraceError) {
+        let table = try chunks()
+        let total = table.last.map { $0.firstRecord + UInt64($0.recordCount) } ?? 0
+        guard number <= total else {
+            throw TraceError(.invalidArgument, "record \(number) is past the end of the trace (\(total) records)")
+        }
+        var lo = 0
+        var hi = table.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if table[mid].firstRecord + UInt64(table[mid].recordCount) <= number { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo < table.count else {
+            positionAtEnd(table)
+            return
+        }
+        try load(table[lo], startingAt: Int(number - table[lo].firstRecord))
+    }
+
+    /// Positions iteration at the first record whose time is at or after `time` (reads one chunk; exact
+    /// when record times are non-decreasing, as the capture layer writes them).
+    public func seek(toTime time: Moment) throws(TraceError) {
+        let table = try chunks()
+        guard let i = table.firstIndex(where: { $0.maxTime >= time && $0.recordCount > 0 }) else {
+            positionAtEnd(table)
+            return
+        }
+        let c = table[i]
+        reset(position: c.offset)
+        let (records, _) = try decodeChunk(c)
+        let start = records.firstIndex { $0.time >= time } ?? records.count
+        install(c, records: records, startingAt: start)
+    }
+
+    private func load(_ c: TraceChunkInfo, startingAt index: Int) throws(TraceError) {
+        reset(position: c.offset)
+        let (records, _) = try decodeChunk(c)
+        install(c, records: records, startingAt: index)
+    }
+
+    private func install(_ c: TraceChunkInfo, records: [TraceRecord], startingAt index: Int) {
+        fromStart = false
+        pending = records
+        pendingNext = index
+        pendingFirst = c.firstRecord
+        nextRecord = c.firstRecord + UInt64(c.recordCount)
+        nextSequence = c.sequence &+ 1
+        position = c.endOffset
+    }
+
+    private func positionAtEnd(_ table: [TraceChunkInfo]) {
+        reset(position: table.last?.endOffset ?? dataOffset)
+        fromStart = false
+        finished = true
+    }
+}
