@@ -69,7 +69,10 @@ extension RelayClientMachine {
     mutating func appStateChanged(_ state: AppState) {
         let old = appState
         appState = state
-        guard isRunning, old != state else { return }
+        guard old != state else { return }
+        interestFollowsApp(from: old, to: state)
+        if state == .active { applyIdentity(identity.handle(.appActive)) }
+        guard isRunning else { return }
         if state == .background {
             cancel(.foregroundRecovery)
             // Background: disconnect every relay, gracefully, unless desktop-backed media is playing.

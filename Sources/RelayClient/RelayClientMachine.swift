@@ -22,7 +22,7 @@ public struct RelayClientMachine: Sendable {
     /// The calls in flight or waiting for registration.
     public internal(set) var pendingCalls = PendingCalls()
     /// The resume credentials the client holds (SPEC A7).
-    public private(set) var resumeCredentials: ResumeCredentials?
+    public internal(set) var resumeCredentials: ResumeCredentials?
     /// The ownership generation the token store granted this client.
     public private(set) var resumeOwnership: UInt64 = 0
     /// The times of the invalid resumes still inside the rolling window (SPEC A7).
@@ -49,6 +49,21 @@ public struct RelayClientMachine: Sendable {
     /// A9: the last epoch number handed out.
     public internal(set) var lastEpochId: UInt64 = 0
 
+    /// A1: the identity gate.
+    public internal(set) var identity = IdentityGate()
+    /// A2: the login and token-refresh flow.
+    public internal(set) var auth = AuthFlow()
+    /// A3: the chosen region and the origin every attempt is bound to.
+    public internal(set) var region = RegionBinding()
+    /// A11: the timeline-interest coordinator.
+    public internal(set) var interest: TimelineInterestCoordinator
+    /// A10: event ingress.
+    public internal(set) var ingress = EventIngress<StandardSnapshotDecoder>()
+
+    var pendingStart: StartParameters?
+    var registrationAttempt: AttemptID?
+    var httpAttempts: [AuthRequestID: AttemptID] = [:]
+    var lastInterestFrame: String?
     var rng: SeededRandom
     var jwt = ""
     var armed: [TimerID: ArmedTimer] = [:]
@@ -71,7 +86,10 @@ public struct RelayClientMachine: Sendable {
     /// Creates an idle machine.
     public init(configuration: ClientConfiguration) {
         self.configuration = configuration
-        self.rng = SeededRandom(seed: configuration.seed)
+        var rng = SeededRandom(seed: configuration.seed)
+        // A11: one app-session ID per launch, from the seeded generator.
+        self.interest = TimelineInterestCoordinator(appSessionId: rng.uuidString())
+        self.rng = rng
     }
 
     /// The armed timers with their deadlines, in arming order.
@@ -97,7 +115,7 @@ public struct RelayClientMachine: Sendable {
         }
         switch input {
         case .start(let parameters):
-            start(parameters)
+            handleStart(parameters)
         case .stop:
             stop(.stopped)
         case .transportOpened(let g):
@@ -114,10 +132,17 @@ public struct RelayClientMachine: Sendable {
             failConnection(.closedByPeer(code: code, reason: reason), socketAlreadyGone: true)
         case .transportFailed(let g, let failure):
             guard isCurrent(g, "transportFailed") else { return }
+            if case .upgradeRefused(let status) = failure, status == 401, auth.session != nil {
+                // A2: the relay refused our JWT: refresh it (joins a refresh already in flight).
+                applyAuth(auth.handle(.refreshNow, at: now))
+            }
             failConnection(.transport(failure), socketAlreadyGone: true)
         case .sendFailed(let g, let frame, let attempt, let transient, let reason):
             guard isCurrent(g, "sendFailed") else { return }
-            if transient {
+            if transient, case .text(let text) = frame, text == lastInterestFrame {
+                // A11: a failed interest delivery follows the coordinator's retry policy, not A6's.
+                applyInterest(interest.deliveryFailed(desktopId: configuration.desktopId, at: now, rng: &rng))
+            } else if transient {
                 lastRetrySlot += 1
                 sendRetries[lastRetrySlot] = HeldSend(generation: g, frame: frame, attempt: attempt + 1)
                 arm(.sendRetry(g, slot: lastRetrySlot), at: now + ClientConstants.sendRetryDelay(afterAttempt: attempt))
@@ -137,16 +162,33 @@ public struct RelayClientMachine: Sendable {
         case .push(.desktopOnline(let desktopId)):
             guard desktopId == configuration.desktopId else { return ignored("desktop_online push for \(desktopId)") }
             startRecovery(.desktopOnlinePush)
+        case .identity(let input):
+            applyIdentity(identity.handle(input))
+        case .auth(let input):
+            authInput(input)
+        case .selectRegion(let r):
+            selectRegion(r)
+        case .interest(let input):
+            interestInput(input)
+        case .snapshotProcessed:
+            let leases = interest
+            let desktop = configuration.desktopId
+            applyIngress(ingress.snapshotProcessed(at: now) { leases.isLeased(desktopId: desktop, sessionId: $0) })
         }
     }
 
     // MARK: - Start, stop, connections
 
-    private mutating func start(_ p: StartParameters) {
+    mutating func handleStart(_ p: StartParameters) {
         switch phase {
         case .idle, .stopped: break
         default: return ignored("start")
         }
+        guard identity.isReady else {
+            pendingStart = p
+            return emit(.diagnostic(.waitingForIdentity))
+        }
+        pendingStart = nil
         jwt = p.jwt
         resumeCredentials = p.storedResume
         resumeOwnership = p.resumeOwnership
@@ -165,9 +207,15 @@ public struct RelayClientMachine: Sendable {
         if case .stopped = phase, generation == nil, armed.isEmpty, pendingCalls.isEmpty { return ignored("stop") }
         if let g = generation {
             emit(.closeTransport(g, code: ClientConstants.closeCode, reason: reason.description))
+            retire(g)
         }
-        generation = nil
-        for (id, _) in armedTimers { cancel(id) }
+        pendingStart = nil
+        applyIngress(ingress.discardWaiting(at: now))
+        // The login and its refresh outlive a stopped relay client; everything else stops here.
+        for (id, _) in armedTimers {
+            if case .auth = id { continue }
+            cancel(id)
+        }
         sendRetries.removeAll()
         epoch = nil
         for call in pendingCalls.all {
@@ -184,7 +232,12 @@ public struct RelayClientMachine: Sendable {
         lastGeneration = g
         generation = g
         lastInbound = now
-        emit(.openTransport(g, url: configuration.relayURL, headers: upgradeHeaders()))
+        var url = configuration.relayURL
+        if let origin = region.current, let attempt = try? region.beginAttempt(.registration) {
+            url = origin.socketURL
+            registrationAttempt = attempt.id
+        }
+        emit(.openTransport(g, url: url, headers: upgradeHeaders()))
         arm(.handshake(g), at: now + ClientConstants.handshakeTimeout)
         setPhase(.connecting(g))
     }
@@ -216,6 +269,11 @@ public struct RelayClientMachine: Sendable {
     /// Makes `g` no longer current: cancels its timers and drops its held sends.
     mutating func retire(_ g: Generation) {
         generation = nil
+        if let attempt = registrationAttempt {
+            region.abandon(attempt)
+            registrationAttempt = nil
+        }
+        applyInterest(interest.connectionLost(desktopId: configuration.desktopId, at: now))
         for (id, _) in armedTimers where id.generation == g { cancel(id) }
         sendRetries = sendRetries.filter { $0.value.generation != g }
     }
@@ -260,6 +318,16 @@ public struct RelayClientMachine: Sendable {
             sendCall(call, on: g)
         }
         if epoch != nil { probeNow() }
+        applyInterest(interest.registered(desktopId: configuration.desktopId, at: now))
+    }
+
+    /// A3: a `registered`/`resumed` completes the attempt only if it was bound to the current origin.
+    private mutating func registrationCompletes(on g: Generation) -> Bool {
+        guard let attempt = registrationAttempt else { return true }
+        registrationAttempt = nil
+        let verdict = region.complete(attempt)
+        if !verdict.completes { emit(.diagnostic(.staleOrigin("registration on \(g) (\(attempt))"))) }
+        return verdict.completes
     }
 
     /// SPEC A7: forget the token, re-register without it after 0.2 s, and end the loop at the third
@@ -312,12 +380,14 @@ public struct RelayClientMachine: Sendable {
         switch message {
         case .registered(let r):
             guard phase == .registering(g) else { return unexpected(message, on: g) }
+            guard registrationCompletes(on: g) else { return }
             let credentials = ResumeCredentials(relaySessionId: r.relaySessionId ?? r.sessionId, resumeToken: r.resumeToken)
             resumeCredentials = credentials
             emit(.storeResumeCredentials(key: configuration.resumeKey, credentials, ownership: resumeOwnership))
             registered(on: g, relaySessionId: credentials.relaySessionId)
         case .resumed(let r):
             guard phase == .registering(g) else { return unexpected(message, on: g) }
+            guard registrationCompletes(on: g) else { return }
             registered(on: g, relaySessionId: r.sessionId)
         case .error(let e):
             switch e.code {
@@ -332,7 +402,9 @@ public struct RelayClientMachine: Sendable {
             response(r, on: g)
         case .event(let e):
             if let id = e.eventId { lastEventId = max(lastEventId ?? id, id) }
-            emit(.deliverEvent(e))
+            let leases = interest
+            let desktop = configuration.desktopId
+            applyIngress(ingress.accept(e, at: now) { leases.isLeased(desktopId: desktop, sessionId: $0) })
             if e.eventType == EventNames.deviceStatus, let status = try? DeviceStatus(json: e.payload),
                status.deviceId == configuration.desktopId {
                 relayReported(status.status)
@@ -488,6 +560,10 @@ public struct RelayClientMachine: Sendable {
             probeNow()
         case .foregroundRecovery:
             startRecovery(.foreground)
+        case .auth(let t):
+            applyAuth(auth.handle(.timerFired(t), at: now))
+        case .interest(let t):
+            applyInterest(interest.timerFired(t, at: now))
         }
     }
 

@@ -66,6 +66,10 @@ public enum TimerID: Sendable, Hashable, CustomStringConvertible {
     case reconnect(attempt: Int)
     /// A9: the deadline of recovery epoch `epoch`.
     case epochDeadline(epoch: UInt64)
+    /// A2: a timer of the login / token-refresh flow.
+    case auth(AuthTimer)
+    /// A11: a timer of the timeline-interest coordinator.
+    case interest(InterestTimer)
     /// A9: the next `system.ping` probe of recovery epoch `epoch`.
     case probe(epoch: UInt64)
     /// A9: recovery after returning to the foreground starts when this fires (1.5 s after).
@@ -84,6 +88,8 @@ public enum TimerID: Sendable, Hashable, CustomStringConvertible {
         case .epochDeadline(let e): "epochDeadline(\(e))"
         case .probe(let e): "probe(\(e))"
         case .foregroundRecovery: "foregroundRecovery"
+        case .auth(let t): "auth.\(t)"
+        case .interest(let t): "interest.\(t)"
         }
     }
 
@@ -91,7 +97,7 @@ public enum TimerID: Sendable, Hashable, CustomStringConvertible {
     public var generation: Generation? {
         switch self {
         case .handshake(let g), .heartbeat(let g), .watchdog(let g), .reRegister(let g), .sendRetry(let g, _): g
-        case .rpcTimeout, .reconnect, .epochDeadline, .probe, .foregroundRecovery: nil
+        case .rpcTimeout, .reconnect, .epochDeadline, .probe, .foregroundRecovery, .auth, .interest: nil
         }
     }
 }
@@ -192,6 +198,26 @@ public enum ClientInput: Sendable, Hashable {
     case desktopMediaPlaying(Bool)
     /// A9: a silent push arrived.
     case push(PushNotification)
+    /// A1: the identity store and the system's protected-data notifications.
+    case identity(IdentityInput)
+    /// A2: login, token refresh and their HTTP answers.
+    case auth(AuthInput)
+    /// A3: the user chose a region.
+    case selectRegion(Region)
+    /// A11: a chat view's timeline claim changed.
+    case interest(InterestInput)
+    /// A10: the UI finished processing the snapshot it was given.
+    case snapshotProcessed
+}
+
+/// A11: what chat views tell the timeline-interest coordinator (for the client's target desktop).
+public enum InterestInput: Sendable, Hashable {
+    /// A chat view became visible and claims interest in `baseSessionId`.
+    case claim(ClaimID, baseSessionId: String)
+    /// The view confirmed it is still visible (in the current foreground generation).
+    case confirmVisible(ClaimID)
+    /// The view went away.
+    case release(ClaimID)
 }
 
 /// A9: what the network path monitor reports.
@@ -317,12 +343,15 @@ public enum ClientStopReason: Sendable, Hashable, CustomStringConvertible {
     case invalidResumeLoop
     /// ``ClientInput/stop`` was handled.
     case stopped
+    /// A2: the session ended (the token refresh was refused with 401/403, or logout).
+    case sessionEnded
 
     /// The reason's name.
     public var description: String {
         switch self {
         case .invalidResumeLoop: "invalidResumeLoop"
         case .stopped: "stopped"
+        case .sessionEnded: "sessionEnded"
         }
     }
 }
@@ -446,6 +475,16 @@ public enum ClientDiagnostic: Sendable, Hashable, CustomStringConvertible {
     case timeWentBackwards(from: Moment, to: Moment)
     /// An input that does not apply in the current phase was ignored.
     case ignoredInput(String, phase: String)
+    /// A1: `start` is held until the device identity is known.
+    case waitingForIdentity
+    /// A1: the identity store's device ID is not the one this client is configured for.
+    case identityMismatch(configured: String, read: String)
+    /// A component (identity, auth, interest) ignored an input; its own words.
+    case component(String, String)
+    /// A3: a reply for an attempt bound to a previous origin completed nothing.
+    case staleOrigin(String)
+    /// A11: the interest delivery was retried 4 times and given up until the next renewal or registration.
+    case interestGaveUp(TimelineInterest)
 
     /// A one-line description.
     public var description: String {
@@ -461,6 +500,11 @@ public enum ClientDiagnostic: Sendable, Hashable, CustomStringConvertible {
         case .relayError(let g, let code, let message): "relay error on \(g): \(code) \(message)"
         case .timeWentBackwards(let a, let b): "time went backwards from \(a) to \(b)"
         case .ignoredInput(let what, let phase): "ignored \(what) in \(phase)"
+        case .waitingForIdentity: "start held until the device identity is known"
+        case .identityMismatch(let c, let r): "identity store has device \(r), client is configured for \(c)"
+        case .component(let who, let what): "\(who): \(what)"
+        case .staleOrigin(let what): "stale origin: \(what)"
+        case .interestGaveUp(let i): "interest delivery for \(i.sessionId) given up after 4 retries"
         }
     }
 }
@@ -485,8 +529,17 @@ public enum ClientAction: Sendable, Hashable {
     case callCompleted(CallID, CallOutcome)
     /// A non-final response (`isFinal: false`) for a call.
     case callProgress(CallID, JSONValue)
-    /// A relay event for the app.
-    case deliverEvent(EventMessage)
+    /// A10: what event ingress hands the app (control events at once, snapshots one at a time, drops).
+    case ingress(IngressEffect)
+    /// A1: what the identity gate wants (read the store, ready, offer or perform a reset).
+    case identity(IdentityEffect)
+    /// A2: what the login / refresh flow reports (open the browser, logged in, token updated, session
+    /// ended, login failed). Its HTTP requests are ``httpRequest(_:origin:)``; its timers are `armTimer`.
+    case auth(AuthEffect)
+    /// A2/A3: perform this HTTP request on `origin` (the chosen region's REST origin).
+    case httpRequest(AuthRequest, origin: String)
+    /// A3: persist the chosen region, then publish it (in this order).
+    case region(RegionEffect)
     /// A PTC1 terminal output frame for the app.
     case deliverTerminalOutput(TerminalFrame)
     /// The connection phase changed.

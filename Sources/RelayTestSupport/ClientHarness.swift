@@ -38,15 +38,27 @@ public struct ClientHarness: Sendable {
     }
 
     /// A harness around a fresh machine with `configuration`, its clock at `start`.
-    public init(configuration: ClientConfiguration, start: Moment = .zero, exhaustiveTimers: Bool = false) {
+    ///
+    /// Unless `identity` is nil, the harness first lets the machine read its device identity (SPEC A1:
+    /// nothing network-facing starts without it) with that outcome, and discards the identity actions,
+    /// so tests of the later rules start from "identity known". Pass nil to test A1 itself.
+    public init(configuration: ClientConfiguration, start: Moment = .zero, exhaustiveTimers: Bool = false,
+                identity: IdentityReadOutcome? = .available(deviceId: TestIdentity.deviceId, login: nil)) {
         machine = RelayClientMachine(configuration: configuration)
         now = start
         self.exhaustiveTimers = exhaustiveTimers
+        if let identity {
+            feed(.identity(.start))
+            feed(.identity(.identityRead(identity)))
+            unread.removeAll()
+        }
     }
 
     /// A harness with the standard test identity (``TestIdentity``) and `seed`.
-    public init(seed: UInt64 = 1, exhaustiveTimers: Bool = false) {
-        self.init(configuration: TestIdentity.configuration(seed: seed), exhaustiveTimers: exhaustiveTimers)
+    public init(seed: UInt64 = 1, exhaustiveTimers: Bool = false,
+                identity: IdentityReadOutcome? = .available(deviceId: TestIdentity.deviceId, login: nil)) {
+        self.init(configuration: TestIdentity.configuration(seed: seed), exhaustiveTimers: exhaustiveTimers,
+                  identity: identity)
     }
 
     // MARK: Driving
