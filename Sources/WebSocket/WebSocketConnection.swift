@@ -246,13 +246,13 @@ public struct WebSocketConnection: Sendable {
     /// close frame of a protocol error) are queued for ``takeOutbound()``. Once closed, bytes are ignored.
     public mutating func receive(_ bytes: UnsafeRawBufferPointer) -> [WebSocketEvent] {
         guard state != .closed else { return [] }
-        parser.append(bytes)
         var events: [WebSocketEvent] = []
+        var cursor = 0
         while state != .closed {
             let frameStart = parser.streamOffset
             let frame: WebSocketFrame?
             do {
-                frame = try parser.nextFrame()
+                frame = try parser.nextFrame(in: bytes, cursor: &cursor)
             } catch {
                 fail(error, &events)
                 break

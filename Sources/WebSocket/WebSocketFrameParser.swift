@@ -77,24 +77,67 @@ public struct WebSocketFrameParser: Sendable {
         readIndex = 0
     }
 
-    /// The next complete frame, or nil when more bytes are needed.
+    /// The next complete frame from the buffered bytes, or nil when more bytes are needed.
     /// - Throws: ``WebSocketProtocolError`` when the bytes violate RFC 6455; the parser then stays failed.
     public mutating func nextFrame() throws(WebSocketProtocolError) -> WebSocketFrame? {
         if let failure { throw failure }
-        do {
-            return try parseFrame()
+        do throws(WebSocketProtocolError) {
+            let start = readIndex
+            let (role, maxFrameSize, frameOffset) = (role, maxFrameSize, offset)
+            let outcome = buffer.withUnsafeBytes { raw in
+                Result { () throws(WebSocketProtocolError) in
+                    try Self.parse(UnsafeRawBufferPointer(rebasing: raw[start...]), role: role,
+                                   maxFrameSize: maxFrameSize, frameOffset: frameOffset)
+                }
+            }
+            guard let (frame, length) = try outcome.get() else { return nil }
+            readIndex += length
+            offset += length
+            return frame
         } catch {
             failure = error
             throw error
         }
     }
 
-    private mutating func parseFrame() throws(WebSocketProtocolError) -> WebSocketFrame? {
-        let available = buffer.count - readIndex
+    /// The next complete frame from the buffered bytes followed by `input[cursor...]`, without copying
+    /// `input` into the buffer when it can: if nothing is buffered and `input[cursor...]` starts with a
+    /// complete frame, the frame is read straight from `input` and `cursor` moves past it. Otherwise the
+    /// rest of `input` is appended to the buffer (`cursor` becomes `input.count`) and parsing goes on from
+    /// there. Call it until it returns nil; then every byte of `input` has been taken.
+    /// - Throws: ``WebSocketProtocolError`` when the bytes violate RFC 6455; the parser then stays failed.
+    public mutating func nextFrame(in input: UnsafeRawBufferPointer, cursor: inout Int)
+        throws(WebSocketProtocolError) -> WebSocketFrame? {
+        if let failure { throw failure }
+        let begin = min(max(cursor, 0), input.count)
+        if bufferedByteCount == 0 && begin < input.count {
+            do throws(WebSocketProtocolError) {
+                if let (frame, length) = try Self.parse(UnsafeRawBufferPointer(rebasing: input[begin...]), role: role,
+                                                         maxFrameSize: maxFrameSize, frameOffset: offset) {
+                    cursor = begin + length
+                    offset += length
+                    return frame
+                }
+            } catch {
+                failure = error
+                throw error
+            }
+        }
+        if begin < input.count {
+            append(UnsafeRawBufferPointer(rebasing: input[begin...]))
+        }
+        cursor = input.count
+        return try nextFrame()
+    }
+
+    /// Parses one frame at the start of `view`: the frame and its length on the wire, or nil when `view`
+    /// holds only part of it. Errors are detected as early as the bytes allow (a bad first byte fails
+    /// before the second arrives; an oversized length fails before the payload arrives).
+    private static func parse(_ view: UnsafeRawBufferPointer, role: WebSocketRole, maxFrameSize: Int,
+                              frameOffset: Int) throws(WebSocketProtocolError) -> (WebSocketFrame, Int)? {
+        let available = view.count
         guard available >= 1 else { return nil }
-        let start = readIndex
-        let frameOffset = offset
-        let b0 = buffer[start]
+        let b0 = view[0]
         let fin = b0 & 0x80 != 0
         if b0 & 0x70 != 0 {
             throw WebSocketProtocolError(
@@ -115,7 +158,7 @@ public struct WebSocketFrameParser: Sendable {
                 streamOffset: frameOffset)
         }
         guard available >= 2 else { return nil }
-        let b1 = buffer[start + 1]
+        let b1 = view[1]
         let masked = b1 & 0x80 != 0
         let length7 = Int(b1 & 0x7F)
         switch role {
@@ -144,7 +187,7 @@ public struct WebSocketFrameParser: Sendable {
         case 126:
             headerLength = 4
             guard available >= headerLength else { return nil }
-            length = UInt64(buffer[start + 2]) << 8 | UInt64(buffer[start + 3])
+            length = UInt64(view[2]) << 8 | UInt64(view[3])
             if length < 126 {
                 throw WebSocketProtocolError(
                     .nonMinimalLength,
@@ -155,7 +198,7 @@ public struct WebSocketFrameParser: Sendable {
             headerLength = 10
             guard available >= headerLength else { return nil }
             length = 0
-            for i in 2..<10 { length = length << 8 | UInt64(buffer[start + i]) }
+            for i in 2..<10 { length = length << 8 | UInt64(view[i]) }
             if length & (1 << 63) != 0 {
                 throw WebSocketProtocolError(
                     .lengthMostSignificantBitSet,
@@ -181,19 +224,16 @@ public struct WebSocketFrameParser: Sendable {
         var key: WebSocketMaskingKey?
         if masked {
             guard available >= headerLength + 4 else { return nil }
-            key = WebSocketMaskingKey(buffer[start + headerLength], buffer[start + headerLength + 1],
-                                      buffer[start + headerLength + 2], buffer[start + headerLength + 3])
+            key = WebSocketMaskingKey(view[headerLength], view[headerLength + 1], view[headerLength + 2],
+                                      view[headerLength + 3])
             headerLength += 4
         }
         guard available - headerLength >= payloadLength else { return nil }
-        let payloadStart = start + headerLength
-        var payload = Array(buffer[payloadStart..<(payloadStart + payloadLength)])
+        var payload = [UInt8](UnsafeRawBufferPointer(rebasing: view[headerLength..<(headerLength + payloadLength)]))
         if let key {
             payload.withUnsafeMutableBytes { WebSocketMasking.apply(key, to: $0) }
         }
-        readIndex = payloadStart + payloadLength
-        offset += headerLength + payloadLength
-        return WebSocketFrame(fin: fin, opcode: opcode, maskingKey: key, payload: payload)
+        return (WebSocketFrame(fin: fin, opcode: opcode, maskingKey: key, payload: payload), headerLength + payloadLength)
     }
 }
 
