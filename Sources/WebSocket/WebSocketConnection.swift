@@ -119,6 +119,8 @@ public struct WebSocketConnection: Sendable {
         self.role = role
         self.configuration = configuration
         self.parser = WebSocketFrameParser(role: role, maxFrameSize: configuration.maxFrameSize)
+        self.parser.newMessageBudget = configuration.maxMessageSize
+        self.parser.continuationBudget = configuration.maxMessageSize
         if role == .client {
             self.maskingKeys = maskingKeys ?? SystemRandomMaskingKeySource()
         }
@@ -263,6 +265,7 @@ public struct WebSocketConnection: Sendable {
             } catch {
                 fail(error, &events)
             }
+            parser.continuationBudget = configuration.maxMessageSize - fragments.count
         }
         return events
     }

@@ -33,6 +33,11 @@ public struct WebSocketFrameParser: Sendable {
     /// Stream offset of `buffer[readIndex]`.
     private var offset = 0
     private var failure: WebSocketProtocolError?
+    /// Set by ``WebSocketConnection``: the most a text or binary frame may declare (the message limit).
+    var newMessageBudget = Int.max
+    /// Set by ``WebSocketConnection``: the most a continuation frame may declare (what is left of the
+    /// message limit), so an oversized fragmented message fails at the header, before its bytes arrive.
+    var continuationBudget = Int.max
 
     /// A parser for `role`, rejecting frames whose payload exceeds `maxFrameSize` bytes.
     public init(role: WebSocketRole, maxFrameSize: Int = WebSocketConfiguration.defaultMaxMessageSize) {
@@ -84,10 +89,11 @@ public struct WebSocketFrameParser: Sendable {
         do throws(WebSocketProtocolError) {
             let start = readIndex
             let (role, maxFrameSize, frameOffset) = (role, maxFrameSize, offset)
+            let budgets = (newMessageBudget, continuationBudget)
             let outcome = buffer.withUnsafeBytes { raw in
                 Result { () throws(WebSocketProtocolError) in
                     try Self.parse(UnsafeRawBufferPointer(rebasing: raw[start...]), role: role,
-                                   maxFrameSize: maxFrameSize, frameOffset: frameOffset)
+                                   maxFrameSize: maxFrameSize, budgets: budgets, frameOffset: frameOffset)
                 }
             }
             guard let (frame, length) = try outcome.get() else { return nil }
@@ -113,7 +119,9 @@ public struct WebSocketFrameParser: Sendable {
         if bufferedByteCount == 0 && begin < input.count {
             do throws(WebSocketProtocolError) {
                 if let (frame, length) = try Self.parse(UnsafeRawBufferPointer(rebasing: input[begin...]), role: role,
-                                                         maxFrameSize: maxFrameSize, frameOffset: offset) {
+                                                         maxFrameSize: maxFrameSize,
+                                                         budgets: (newMessageBudget, continuationBudget),
+                                                         frameOffset: offset) {
                     cursor = begin + length
                     offset += length
                     return frame
@@ -134,7 +142,7 @@ public struct WebSocketFrameParser: Sendable {
     /// holds only part of it. Errors are detected as early as the bytes allow (a bad first byte fails
     /// before the second arrives; an oversized length fails before the payload arrives).
     private static func parse(_ view: UnsafeRawBufferPointer, role: WebSocketRole, maxFrameSize: Int,
-                              frameOffset: Int) throws(WebSocketProtocolError) -> (WebSocketFrame, Int)? {
+                              budgets: (newMessage: Int, continuation: Int), frameOffset: Int) throws(WebSocketProtocolError) -> (WebSocketFrame, Int)? {
         let available = view.count
         guard available >= 1 else { return nil }
         let b0 = view[0]
@@ -218,6 +226,13 @@ public struct WebSocketFrameParser: Sendable {
             throw WebSocketProtocolError(
                 .frameTooLarge,
                 "\(opcode) frame declares \(length) payload bytes, over the limit of \(maxFrameSize) bytes",
+                streamOffset: frameOffset)
+        }
+        let budget = opcode == .continuation ? budgets.continuation : (opcode.isControl ? Int.max : budgets.newMessage)
+        if length > UInt64(max(0, budget)) {
+            throw WebSocketProtocolError(
+                .messageTooLarge,
+                "\(opcode) frame of \(length) bytes would take its message over the limit (\(max(0, budget)) bytes left)",
                 streamOffset: frameOffset)
         }
         let payloadLength = Int(length)  // <= maxFrameSize, so it fits.
