@@ -13,7 +13,8 @@ public enum WebSocketFrameEncoder {
     public static func encode(opcode: WebSocketOpcode, fin: Bool = true, payload: UnsafeRawBufferPointer,
                               maskingKey: WebSocketMaskingKey?, into out: inout [UInt8]) {
         let count = payload.count
-        out.reserveCapacity(out.count + headerSize(payloadCount: count, masked: maskingKey != nil) + count)
+        // No exact reserveCapacity here: it would defeat the array's geometric growth and make a run of
+        // small frames into one buffer quadratic.
         out.append((fin ? 0x80 : 0) | opcode.rawValue)
         let maskBit: UInt8 = maskingKey == nil ? 0 : 0x80
         if count < 126 {
