@@ -341,6 +341,12 @@ public struct WebSocketConnection: Sendable {
             }
             try checkMessageSize(frame.payload.count, at: frameStart)
             if frame.opcode == .text {
+                // Single-frame text (the common case): one validating decode; the incremental validator
+                // runs only to locate the bad byte for the error, or to check a first fragment.
+                if frame.fin, let text = String(validating: frame.payload, as: UTF8.self) {
+                    events.append(.text(text))
+                    return
+                }
                 utf8.reset()
                 try checkUTF8(frame.payload, at: payloadOffset, final: frame.fin)
             }
