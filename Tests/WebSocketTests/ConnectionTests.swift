@@ -124,6 +124,16 @@ struct ConnectionTests {
         ])
     }
 
+    @Test("a client without an injected source still masks, with keys from the system generator")
+    func defaultMaskingSource() throws {
+        var connection = WebSocketConnection(role: .client)
+        for _ in 0..<8 { try connection.send(binary: [1, 2, 3, 4]) }
+        let frames = outboundFrames(&connection)
+        #expect(frames.count == 8)
+        #expect(frames.allSatisfy { $0.maskingKey != nil && $0.payload == [1, 2, 3, 4] })
+        #expect(Set(frames.compactMap(\.maskingKey)).count > 1)
+    }
+
     @Test("the RFC's masked Hello is what a client with key 37fa213d sends")
     func clientGoldenBytes() throws {
         var connection = WebSocketConnection(role: .client, maskingKeys: FixedMaskingKeySource(0x37fa_213d))
@@ -229,6 +239,14 @@ struct ConnectionTests {
         var connection = server()
         #expect(connection.receive(fromClient(8, closeBody(code))) == [.closed(code: WebSocketCloseCode(code), reason: "")])
         #expect(outboundFrames(&connection).first?.payload == closeBody(code))
+    }
+
+    @Test("transport loss while waiting for the peer's close is also 1006")
+    func transportLossWhileClosing() throws {
+        var connection = server()
+        try connection.close(code: .goingAway)
+        #expect(connection.transportClosed() == [.closed(code: .abnormalClosure, reason: "")])
+        #expect(connection.receive(fromClient(8, closeBody(1000))) == [])
     }
 
     @Test("transport loss before the close handshake is an abnormal closure (1006)")
