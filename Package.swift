@@ -20,6 +20,8 @@ let package = Package(
         .library(name: "Trace", targets: ["Trace"]),
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "DevRelay", targets: ["DevRelay"]),
+        .library(name: "Capture", targets: ["Capture"]),
+        .library(name: "Simulation", targets: ["Simulation"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -38,8 +40,12 @@ let package = Package(
         .target(name: "DevRelay", dependencies: ["RelayProtocol", "COpenSSL"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // The capture layer: the client's inputs and actions as trace records, the recorder, the capturing transport.
+        .target(name: "Capture", dependencies: ["RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        // Client + relay + desktop in one process on virtual time; the scenarios of `relaytrace simulate`.
+        .target(name: "Simulation", dependencies: ["Capture", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -50,6 +56,8 @@ let package = Package(
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),
+        .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
     ],

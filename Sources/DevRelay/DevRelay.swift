@@ -355,7 +355,8 @@ public struct DevRelay: Sendable {
         guard lowercasedASCII(p.deviceId) == conn.deviceId else {
             return sendError(c, .invalidDeviceId, "register deviceId \(lowercasedASCII(p.deviceId)) is not X-Device-ID \(conn.deviceId)")
         }
-        if consumeRule({ $0.effect == .invalidResume ? () : nil }) != nil {
+        // invalid-resume and ownership-failed faults aim at the phone under test, never the desktop.
+        if conn.kind == .mobile, consumeRule({ $0.effect == .invalidResume ? () : nil }) != nil {
             log("\(c) register answered invalidResume (fault)")
             return sendError(c, .invalidResume, "resume refused (fault); register again without a token")
         }
@@ -392,7 +393,7 @@ public struct DevRelay: Sendable {
                                            resumeToken: session.resumeToken, expiresAt: expires)))
             log("\(c) registered \(session.id)")
         }
-        if consumeRule({ $0.effect == .deviceOwnershipFailed ? () : nil }) != nil {
+        if conn.kind == .mobile, consumeRule({ $0.effect == .deviceOwnershipFailed ? () : nil }) != nil {
             sendError(c, .deviceOwnershipFailed, "device \(conn.deviceId) is not owned by user \(conn.userId) (fault)")
         }
         if conn.kind == .desktop {
@@ -612,7 +613,13 @@ public struct DevRelay: Sendable {
         guard !rules.isEmpty else { return false }
         let hit = consumeRule { f -> RelayFault.Effect? in
             guard let t = f.trigger, t.matches(direction: .fromClient, peer: kind, messageType: type, method: method, eventType: eventType) else { return nil }
-            return f.effect
+            // Only close-client and restart act on the frame here; a triggered invalid-resume or
+            // ownership-failed is consumed where the register is answered (consuming it here too would
+            // spend two of its count per register).
+            switch f.effect {
+            case .closeClient, .restart: return f.effect
+            default: return nil
+            }
         }
         switch hit {
         case .closeClient(let code, let reason, _)?:

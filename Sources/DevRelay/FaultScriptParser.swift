@@ -93,8 +93,9 @@ extension FaultScript {
         return tokens
     }
 
-    /// Parses a duration such as `30s`, `1m30s`, `2h`, `500ms`, `1.5s` into nanoseconds.
-    static func parseDuration(_ text: String) -> Int64? {
+    /// Parses a duration such as `30s`, `1m30s`, `2h`, `500ms`, `1.5s` into nanoseconds (nil when it is
+    /// not one). The one time syntax of fault scripts and of the command line's time options.
+    public static func parseDuration(_ text: String) -> Int64? {
         var total: Double = 0
         var number = ""
         var unit = ""

@@ -32,7 +32,7 @@ public enum RelayTraceCommand {
         name: "relaytrace",
         abstract: "Record-and-replay debugger for the PlanToCode relay client: inspect and check trace files.",
         options: [OptionSpec(long: "version", help: "Show the version.")],
-        subcommands: [InfoCommand.spec, VerifyCommand.spec, FramesCommand.spec,
+        subcommands: [InfoCommand.spec, VerifyCommand.spec, FramesCommand.spec, SimulateCommand.spec,
                       CommandSpec(name: "help", abstract: "Show subcommand help information.")])
 
     static func dispatch(_ args: [String], _ ctx: CLIContext) -> ExitCode {

@@ -32,6 +32,14 @@ public struct TraceWriterOptions: Sendable, Hashable {
     public var redactionKey: [UInt8]? = nil
     /// Replace an existing file at the path (otherwise creating over an existing file fails).
     public var overwrite: Bool = false
+    /// When the queue is full, make `append` wait for room instead of dropping. For producers that
+    /// must not lose a record and may be slowed down (simulation, trace rewriting); a live capture keeps
+    /// the default, so the client is never blocked by its recorder.
+    public var blockWhenFull: Bool = false
+    /// Also flush a chunk that has been open `flushInterval` on the wall clock. Turning it off makes chunk
+    /// boundaries depend only on the records (capture time and size), so a simulation writes the same bytes
+    /// on every run; a live capture keeps it on, so a crash loses at most the last second.
+    public var wallClockFlush: Bool = true
 
     /// Default options.
     public init() {}
@@ -101,7 +109,7 @@ public final class TraceWriter: Sendable {
         try frame.withBytes { (b) throws(TraceError) in try sink.write(b) }
         try sink.sync()
         let engine = try WriterEngine(sink: sink, redactor: redactor, options: options, offset: UInt64(frame.count))
-        core = WriterCore(capacity: options.queueCapacity)
+        core = WriterCore(capacity: options.queueCapacity, blockWhenFull: options.blockWhenFull)
         let box = UncheckedTransfer(engine)
         let core = self.core
         let thread = Thread { core.run(box.value) }
@@ -157,6 +165,8 @@ private struct SharedState {
     var closing = false
     var flushWaiters: [DispatchSemaphore] = []
     var closeWaiters: [DispatchSemaphore] = []
+    /// Producers waiting for room (`blockWhenFull`).
+    var blockedProducers = 0
     /// Drops not yet turned into a `dropped` record.
     var drops = Drops()
     /// Every record refused by `append`.
@@ -206,16 +216,31 @@ struct Drops: Sendable {
 private final class WriterCore: Sendable {
     let state: Mutex<SharedState>
     let wake = DispatchSemaphore(value: 0)
+    let room = DispatchSemaphore(value: 0)
     let capacity: Int
+    let blockWhenFull: Bool
 
-    init(capacity: Int) {
+    init(capacity: Int, blockWhenFull: Bool) {
         self.capacity = capacity
+        self.blockWhenFull = blockWhenFull
         var s = SharedState()
         s.queue.reserveCapacity(min(capacity, 4096))
         state = Mutex(s)
     }
 
     func append(_ record: TraceRecord) -> Bool {
+        while blockWhenFull {
+            let mustWait = state.withLock { s -> Bool in
+                let over = s.closing || s.engine.stopReason != nil
+                guard !over, s.queue.count >= capacity else { return false }
+                s.blockedProducers += 1
+                s.sleeping = false
+                return true
+            }
+            guard mustWait else { break }
+            wake.signal()
+            room.wait()
+        }
         let (accepted, signal) = state.withLock { s -> (Bool, Bool) in
             let big = record.payload.count > TraceFormat.maxRecordPayload
             let over = s.closing || s.engine.stopReason != nil
@@ -283,8 +308,11 @@ private final class WriterCore: Sendable {
             var waiters: [DispatchSemaphore] = []
             var drops = Drops()
             var closing = false
+            var unblock = 0
             let work = state.withLock { s -> Bool in
                 swap(&s.queue, &batch)
+                unblock = s.blockedProducers
+                s.blockedProducers = 0
                 waiters = s.flushWaiters
                 s.flushWaiters = []
                 drops = s.drops
@@ -296,6 +324,7 @@ private final class WriterCore: Sendable {
                 }
                 return true
             }
+            for _ in 0..<unblock { room.signal() }
             if !work {
                 let timeout = engine.timeUntilDeadline(now: .now) ?? .seconds(1)
                 _ = wake.wait(timeout: .now() + .nanoseconds(Int(max(timeout.nanoseconds, 1_000_000))))
@@ -344,6 +373,7 @@ final class WriterEngine {
     let options: TraceWriterOptions
     private let compressor: ZstdCompressor
     private let interval: Int64
+    private let wallClockFlush: Bool
     private var chunk: [UInt8] = []
     private var chunkRecords: UInt32 = 0
     private var chunkFirstTime: Int64 = 0
@@ -366,6 +396,7 @@ final class WriterEngine {
         self.options = options
         self.offset = offset
         self.interval = max(1, options.flushInterval.nanoseconds)
+        self.wallClockFlush = options.wallClockFlush
         compressor = try ZstdCompressor(level: Int32(clamping: options.compressionLevel))
         chunk.reserveCapacity(options.chunkTargetSize + 64 * 1024)
     }
@@ -382,6 +413,7 @@ final class WriterEngine {
     }
 
     func flushIfOld(now: ContinuousClock.Instant) {
+        guard wallClockFlush else { return }
         if chunkRecords > 0 && (now - chunkOpened).nanoseconds >= interval { flushChunk() }
     }
 

@@ -1,0 +1,377 @@
+public import Capture
+public import DevRelay
+public import RelayClient
+public import RelayProtocol
+public import Trace
+
+/// One scripted input from the app's UI (a call, a claim, a lifecycle change) at a moment of virtual time.
+public struct ScenarioStep: Sendable, Hashable {
+    /// When.
+    public var at: Moment
+    /// What the UI hands the client.
+    public var input: ClientInput
+    /// Creates a step.
+    public init(at: Moment, _ input: ClientInput) {
+        self.at = at
+        self.input = input
+    }
+}
+
+/// How a simulation is set up.
+public struct SimulationSetup: Sendable {
+    /// The seed of everything: the client's generator, and (derived from it) the relay's, the desktop's
+    /// and the network's.
+    public var seed: UInt64
+    /// How long to run (virtual time).
+    public var duration: Duration
+    /// The client's configuration (its seed is replaced by `seed`).
+    public var client: ClientConfiguration
+    /// UI inputs, in time order.
+    public var steps: [ScenarioStep]
+    /// Faults for the relay, the desktop and the client's environment.
+    public var faults: FaultScript
+    /// The stored login at start-up (nil: none; the JWT still comes with `start`).
+    public var storedLogin: StoredLogin?
+    /// Resume credentials in the client's store at start-up (nil: none).
+    public var storedResume: ResumeCredentials?
+    /// One-way network latency between the client and the relay (and the desktop and the relay).
+    public var latency: Duration = .milliseconds(15)
+    /// How long the UI takes to process a delivered snapshot.
+    public var snapshotProcessing: Duration = .milliseconds(40)
+    /// How the desktop behaves.
+    public var desktopSnapshotInterval: Duration = .seconds(3)
+    /// Lifetime of a JWT the simulated auth server issues on refresh.
+    public var refreshedTokenLifetime: Duration = .seconds(3600)
+
+    /// A setup with the defaults above.
+    public init(seed: UInt64, duration: Duration, client: ClientConfiguration, steps: [ScenarioStep] = [],
+                faults: FaultScript = FaultScript(directives: [])) {
+        self.seed = seed
+        self.duration = duration
+        self.client = client
+        self.steps = steps
+        self.faults = faults
+    }
+}
+
+/// What a simulation did.
+public struct SimulationResult: Sendable {
+    /// Every input the client machine handled, with its time, in order.
+    public var inputs: Int
+    /// Every action the client machine returned, with its time, in order (kept when `keepActions`).
+    public var actions: [(time: Moment, action: ClientAction)]
+    /// Counters for a summary.
+    public var counts: [String: Int]
+    /// The virtual time at the end.
+    public var end: Moment
+}
+
+/// Runs the relay client machine, the development relay and the simulated desktop together in one
+/// process on virtual time (FoundationDB-style): every message crosses a simulated network with a fixed
+/// latency, every timer fires at its deadline, faults apply on cue, and the client's inputs and actions
+/// go to a ``ClientCapture`` exactly as a live capture writes them. Same setup, same seed: same events,
+/// same trace bytes.
+public struct Simulation {
+    /// The set-up.
+    public let setup: SimulationSetup
+    /// The client under test.
+    public private(set) var client: RelayClientMachine
+    /// The relay.
+    public private(set) var relay: DevRelay
+    /// The desktop.
+    public private(set) var desktop: SimulatedDesktop
+    /// The client's resume-token store (the keychain).
+    public private(set) var tokens = ResumeTokenStore()
+    /// The virtual time.
+    public private(set) var now: Moment = .zero
+
+    private enum Event {
+        case client(ClientInput)
+        case clientTimer(TimerID)
+        case relay(RelayInput)
+        case relayTimer(RelayTimer)
+        case desktop(DesktopInput)
+        case desktopTimer(DesktopTimer)
+        case fault(Fault)
+        case step(ClientInput)
+    }
+
+    private var queue = EventQueue<Event>()
+    private var clientTimers: [TimerID: Moment] = [:]
+    private var relayTimers: [RelayTimer: Moment] = [:]
+    private var desktopTimers: [DesktopTimer: Moment] = [:]
+    private var connectionOf: [Generation: ConnectionID] = [:]
+    private var generationOf: [ConnectionID: Generation] = [:]
+    private var desktopConnection: ConnectionID?
+    private var lastConnection: UInt64 = 0
+    private var counts: [String: Int] = [:]
+    private var inputCount = 0
+    private var actions: [(time: Moment, action: ClientAction)] = []
+    private var lastLogin: StoredLogin?
+    private var issuedTokens = 0
+    private let capture: ClientCapture?
+    private let keepActions: Bool
+    private let userId = "user-sim"
+
+    /// A simulation of `setup`, capturing into `capture` (nil: no trace), keeping the client's actions in
+    /// the result when `keepActions` (for tests).
+    public init(setup: SimulationSetup, capture: ClientCapture?, keepActions: Bool = false) {
+        self.setup = setup
+        self.capture = capture
+        self.keepActions = keepActions
+        var config = setup.client
+        config.seed = setup.seed
+        client = RelayClientMachine(configuration: config)
+        relay = DevRelay(configuration: DevRelayConfiguration(seed: setup.seed &+ 1))
+        desktop = SimulatedDesktop(configuration: SimulatedDesktopConfiguration(
+            deviceId: config.desktopId, userId: userId, seed: setup.seed &+ 2, snapshotInterval: setup.desktopSnapshotInterval))
+        lastLogin = setup.storedLogin
+    }
+
+    /// The phone's development JWT: user, device ID and token-binding hash claims the relay checks.
+    public static func phoneJWT(userId: String, deviceId: String, serial: Int) -> String {
+        let binding = UpgradeCheck.base64URLEncode(UpgradeCheck.sha256(Array(deviceId.lowercased().utf8)))
+        return UpgradeCheck.developmentJWT(claims: ["sub": .string(userId), "device_id": .string(deviceId.lowercased()),
+                                                   "tbh": .string(binding), "jti": .int(Int64(serial))])
+    }
+
+    /// Runs to the end of the set-up's duration, then stops the client and drains what is left.
+    public mutating func run() -> SimulationResult {
+        let end = Moment.zero + setup.duration
+        // The app launches: the desktop connects; the client reads its identity, claims its resume key
+        // and starts.
+        schedule(.desktop(.start), at: .zero)
+        schedule(.client(.networkPath(.satisfied(.wifi))), at: .zero)
+        schedule(.client(.identity(.start)), at: .zero)
+        for f in setup.faults.schedule { schedule(.fault(f.fault), at: f.at) }
+        for s in setup.steps where s.at <= end { schedule(.step(s.input), at: s.at) }
+        if let resume = setup.storedResume {
+            // The keychain already holds credentials for this pair (from an earlier launch).
+            let first = tokens.claim(client.configuration.resumeKey)
+            try? tokens.write(resume, for: client.configuration.resumeKey, ownership: first.ownership)
+        }
+        let claim = tokens.claim(client.configuration.resumeKey)
+        let jwt = lastLogin?.jwt ?? Simulation.phoneJWT(userId: userId, deviceId: client.configuration.deviceId, serial: 0)
+        schedule(.client(.start(StartParameters(jwt: jwt, storedResume: claim.credentials, resumeOwnership: claim.ownership))),
+                 at: .zero)
+
+        while let next = queue.nextTime, next <= end {
+            guard let (t, event) = queue.pop() else { break }
+            now = t
+            dispatch(event)
+        }
+        now = end
+        feedClient(.stop)
+        return SimulationResult(inputs: inputCount, actions: actions, counts: counts, end: end)
+    }
+
+    // MARK: Dispatch
+
+    private mutating func schedule(_ e: Event, at t: Moment) {
+        queue.push(e, at: max(t, now))
+    }
+
+    private mutating func dispatch(_ event: Event) {
+        switch event {
+        case .client(let input), .step(let input):
+            feedClient(input)
+        case .clientTimer(let id):
+            guard clientTimers[id] == now else { return }
+            clientTimers[id] = nil
+            feedClient(.timerFired(id))
+        case .relay(let input):
+            perform(relay.handle(input, at: now))
+        case .relayTimer(let t):
+            guard relayTimers[t] == now else { return }
+            relayTimers[t] = nil
+            perform(relay.handle(.timerFired(t), at: now))
+        case .desktop(let input):
+            perform(desktop.handle(input, at: now))
+        case .desktopTimer(let t):
+            guard desktopTimers[t] == now else { return }
+            desktopTimers[t] = nil
+            perform(desktop.handle(.timerFired(t), at: now))
+        case .fault(let fault):
+            counts["faults", default: 0] += 1
+            switch fault {
+            case .relay(let f): perform(relay.handle(.fault(f), at: now))
+            case .desktop(let f): perform(desktop.handle(.fault(f), at: now))
+            case .client(let f): clientFault(f)
+            }
+        }
+    }
+
+    private mutating func clientFault(_ f: ClientFault) {
+        switch f {
+        case .path(.wifi): feedClient(.networkPath(.satisfied(.wifi)))
+        case .path(.cellular): feedClient(.networkPath(.satisfied(.cellular)))
+        case .path(.none): feedClient(.networkPath(.unsatisfied))
+        case .app(.background):
+            if client.appState == .active { feedClient(.appState(.inactive)) }
+            feedClient(.appState(.background))
+        case .app(.inactive): feedClient(.appState(.inactive))
+        case .app(.active): feedClient(.appState(.active))
+        case .app(.foreground):
+            feedClient(.appState(.inactive))
+            feedClient(.appState(.active))
+        case .media(let on): feedClient(.desktopMediaPlaying(on))
+        case .pushDesktopOnline: feedClient(.push(.desktopOnline(desktopId: client.configuration.desktopId)))
+        }
+    }
+
+    // MARK: The client
+
+    private mutating func feedClient(_ input: ClientInput) {
+        inputCount += 1
+        capture?.record(input, at: now)
+        let out = client.handle(input, at: now)
+        capture?.record(actions: out, at: now)
+        if keepActions { for a in out { actions.append((now, a)) } }
+        for a in out { performClient(a) }
+    }
+
+    private mutating func performClient(_ action: ClientAction) {
+        switch action {
+        case .openTransport(let g, let url, let headers):
+            counts["opens", default: 0] += 1
+            lastConnection += 1
+            let c = ConnectionID(lastConnection)
+            connectionOf[g] = c
+            generationOf[c] = g
+            let path = Simulation.path(of: url)
+            schedule(.relay(.upgrade(c, UpgradeRequest(path: path, headers: headers.map { UpgradeHeader($0.name, $0.value) }))),
+                     at: now + setup.latency)
+        case .send(let g, let frame, _):
+            counts["framesOut", default: 0] += 1
+            if let c = connectionOf[g] { schedule(.relay(.frame(c, frame)), at: now + setup.latency) }
+        case .closeTransport(let g, let code, let reason):
+            if let c = connectionOf.removeValue(forKey: g) {
+                generationOf[c] = nil
+                schedule(.relay(.closed(c, code: code, reason: reason)), at: now + setup.latency)
+            }
+        case .armTimer(let id, let deadline):
+            clientTimers[id] = deadline
+            queue.push(.clientTimer(id), at: deadline)
+        case .cancelTimer(let id):
+            clientTimers[id] = nil
+        case .storeResumeCredentials, .clearResumeCredentials:
+            do { try tokens.apply(action) } catch { counts["staleTokenWrites", default: 0] += 1 }
+        case .identity(.readIdentity):
+            schedule(.client(.identity(.identityRead(.available(deviceId: client.configuration.deviceId, login: lastLogin)))),
+                     at: now + .milliseconds(5))
+        case .identity(.offerResetDeviceIdentity):
+            schedule(.client(.identity(.resetConfirmed)), at: now + .seconds(1))
+        case .httpRequest(let request, _):
+            counts["http", default: 0] += 1
+            answerHTTP(request)
+        case .auth(.tokenUpdated(let login)), .auth(.loggedIn(let login)):
+            lastLogin = login
+        case .ingress(.deliverSnapshot):
+            counts["snapshots", default: 0] += 1
+            schedule(.client(.snapshotProcessed), at: now + setup.snapshotProcessing)
+        case .ingress(.deliverControl):
+            counts["events", default: 0] += 1
+        case .callCompleted:
+            counts["calls", default: 0] += 1
+        default:
+            return
+        }
+    }
+
+    /// The simulated REST server: refreshes succeed with a new JWT; polls complete at once.
+    private mutating func answerHTTP(_ request: AuthRequest) {
+        let at = now + .milliseconds(80)
+        switch request.kind {
+        case .refresh:
+            issuedTokens += 1
+            let login = StoredLogin(jwt: Simulation.phoneJWT(userId: userId, deviceId: client.configuration.deviceId, serial: issuedTokens),
+                                    expiry: at + setup.refreshedTokenLifetime)
+            schedule(.client(.auth(.httpResponse(request.id, status: 200, body: .token(login)))), at: at)
+        case .pollStatus:
+            schedule(.client(.auth(.httpResponse(request.id, status: 200, body: .poll(.completed(code: "sim-code"))))), at: at)
+        case .exchangeCode:
+            issuedTokens += 1
+            let login = StoredLogin(jwt: Simulation.phoneJWT(userId: userId, deviceId: client.configuration.deviceId, serial: issuedTokens),
+                                    expiry: at + setup.refreshedTokenLifetime)
+            schedule(.client(.auth(.httpResponse(request.id, status: 200, body: .token(login)))), at: at)
+        }
+    }
+
+    // MARK: Relay and desktop
+
+    private mutating func perform(_ actions: [RelayAction]) {
+        for a in actions {
+            switch a {
+            case .acceptUpgrade(let c):
+                if let g = generationOf[c] {
+                    schedule(.client(.transportOpened(g)), at: now + setup.latency)
+                } else if c == desktopConnection {
+                    schedule(.desktop(.connected), at: now + setup.latency)
+                }
+            case .refuseUpgrade(let c, let status, _):
+                if let g = generationOf.removeValue(forKey: c) {
+                    connectionOf[g] = nil
+                    schedule(.client(.transportFailed(g, .upgradeRefused(status: status))), at: now + setup.latency)
+                } else if c == desktopConnection {
+                    desktopConnection = nil
+                    schedule(.desktop(.refused(status: status)), at: now + setup.latency)
+                }
+            case .send(let c, let frame):
+                if let g = generationOf[c] {
+                    schedule(.client(.transportFrame(g, frame)), at: now + setup.latency)
+                } else if c == desktopConnection {
+                    schedule(.desktop(.frame(frame)), at: now + setup.latency)
+                }
+            case .close(let c, let code, let reason):
+                if let g = generationOf.removeValue(forKey: c) {
+                    connectionOf[g] = nil
+                    schedule(.client(.transportClosed(g, code: code, reason: reason)), at: now + setup.latency)
+                } else if c == desktopConnection {
+                    desktopConnection = nil
+                    schedule(.desktop(.closed(code: code, reason: reason)), at: now + setup.latency)
+                }
+            case .armTimer(let t, let deadline):
+                relayTimers[t] = deadline
+                queue.push(.relayTimer(t), at: deadline)
+            case .cancelTimer(let t):
+                relayTimers[t] = nil
+            case .log:
+                continue
+            }
+        }
+    }
+
+    private mutating func perform(_ actions: [DesktopAction]) {
+        for a in actions {
+            switch a {
+            case .connect(let request):
+                lastConnection += 1
+                let c = ConnectionID(lastConnection)
+                desktopConnection = c
+                schedule(.relay(.upgrade(c, request)), at: now + setup.latency)
+            case .send(let frame):
+                if let c = desktopConnection { schedule(.relay(.frame(c, frame)), at: now + setup.latency) }
+            case .close(let code, let reason):
+                if let c = desktopConnection {
+                    desktopConnection = nil
+                    schedule(.relay(.closed(c, code: code, reason: reason)), at: now + setup.latency)
+                }
+            case .armTimer(let t, let deadline):
+                desktopTimers[t] = deadline
+                queue.push(.desktopTimer(t), at: deadline)
+            case .cancelTimer(let t):
+                desktopTimers[t] = nil
+            case .log:
+                continue
+            }
+        }
+    }
+
+    /// The path of a `wss://host/path` URL.
+    static func path(of url: String) -> String {
+        guard let schemeEnd = url.firstRange(of: "://") else { return RelayConstants.devicePath }
+        let rest = url[schemeEnd.upperBound...]
+        guard let slash = rest.firstIndex(of: "/") else { return "/" }
+        return String(rest[slash...])
+    }
+}
