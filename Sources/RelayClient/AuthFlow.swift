@@ -1,46 +1,5 @@
 public import RelayProtocol
 
-extension ClientConstants {
-    // MARK: A2 Login and token refresh
-
-    /// A2: the browser session opens this path (no callback URL: callback scheme nil).
-    public static let loginInitiatePath = "/auth/auth0/initiate-login"
-    /// A2: the app polls this path until the login completes.
-    public static let loginPollPath = "/auth0/poll-status"
-    /// A2: the code exchange endpoint. Not named by SPEC 1.6: our assumed path, confirm against the server.
-    public static let loginExchangePath = "/auth0/finalize-login"
-    /// A2: the app JWT refresh endpoint. Not named by SPEC 1.6: our assumed path, confirm against the server.
-    public static let tokenRefreshPath = "/auth/token/refresh"
-    /// A2: the poll-status loop polls every 2 s (the first poll 2 s after the browser opens; each next one
-    /// 2 s after the previous poll's outcome, so at most one poll is in flight).
-    public static let loginPollInterval: Duration = .seconds(2)
-    /// A2: at most 60 polls; when the 60th comes back without a completed login, the login fails.
-    public static let loginPollLimit = 60
-    /// A2: the JWT refresh fires this long before the expiry ...
-    public static let refreshLeadTime: Duration = .seconds(300)
-    /// A2: ... but no sooner than this from now: delay = max(expiry - 300 s - now, 5 s).
-    public static let refreshMinimumDelay: Duration = .seconds(5)
-    /// A2 (our choice, the SPEC only says other errors do not end the session): after the n-th failed
-    /// refresh in a row (transport error, or any status but 200/401/403) the next try is
-    /// min(`refreshRetryBase` × 2^(n-1), `refreshRetryCap`) later: 5, 10, 20, 40, 60, 60, ... s. No jitter
-    /// (the component has no generator); the delay is never below the 5 s floor.
-    public static let refreshRetryBase: Duration = .seconds(5)
-    /// A2 (our choice): the cap of the refresh retry backoff.
-    public static let refreshRetryCap: Duration = .seconds(60)
-
-    /// A2: the delay before the refresh of a JWT expiring at `expiry`, seen at `now`:
-    /// max(expiry - 300 s - now, 5 s).
-    public static func refreshDelay(expiry: Moment, now: Moment) -> Duration {
-        max((expiry - refreshLeadTime) - now, refreshMinimumDelay)
-    }
-
-    /// A2 (our choice): the delay before retrying after the `failures`-th failed refresh in a row.
-    public static func refreshRetryDelay(afterFailures failures: Int) -> Duration {
-        let exponent = min(max(failures, 1) - 1, 16)
-        return min(refreshRetryBase * (1 << exponent), refreshRetryCap)
-    }
-}
-
 /// The PKCE pair of one login. Both come from the driver's CSPRNG, never from the seeded generator:
 /// they are secrets, and a trace that holds the seed must not be able to re-derive them.
 public struct PKCEPair: Sendable, Hashable, CustomStringConvertible {

@@ -1,14 +1,5 @@
 public import RelayProtocol
 
-extension ClientConstants {
-    // MARK: A10 Event ingress
-
-    /// A10 (our bound, not a SPEC number): at most this many (session, run, thread) keys may have a snapshot
-    /// waiting. A snapshot for a new key beyond it drops the oldest waiting one (``SnapshotDropReason/overflow``),
-    /// so a UI that stops acknowledging cannot make the ingress grow without limit.
-    public static let maxWaitingSnapshotKeys = 256
-}
-
 /// Turns the raw payload of a `chat:timeline-updated` event into a ``TimelineUpdated`` (SPEC A10).
 ///
 /// ``EventIngress`` calls it only at delivery, after the lease check, so a test decoder that counts its

@@ -1,11 +1,3 @@
-extension ClientConstants {
-    // MARK: A3 Region
-
-    /// A3: the base URL of region `us`; it drives the REST origin and the `/ws/device-link` socket.
-    public static let usBaseURL = "https://api-us.plantocode.com"
-    /// A3: the base URL of region `eu`; it drives the REST origin and the `/ws/device-link` socket.
-    public static let euBaseURL = "https://api-eu.plantocode.com"
-}
 
 /// A PlanToCode region (SPEC A3). Its raw value is what the driver persists (UserDefaults on iOS).
 public enum Region: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {

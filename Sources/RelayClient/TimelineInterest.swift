@@ -1,35 +1,5 @@
 public import RelayProtocol
 
-extension ClientConstants {
-    // MARK: A11 Timeline interest (leases)
-
-    /// A11: an active lease is re-sent (`chat:timeline-interest`, `active: true`) this often.
-    public static let interestRenewalInterval: Duration = .seconds(20)
-    /// A11: a failed delivery of an interest frame is retried at most this many times.
-    public static let interestRetryLimit = 4
-    /// A11: the base delay before the first retry.
-    public static let interestRetryInitialDelay: Duration = .milliseconds(250)
-    /// A11: no retry waits longer than this (after jitter).
-    public static let interestRetryMaxDelay: Duration = .seconds(2)
-    /// A11: every retry delay is jittered by ±20 %, from the caller's seeded generator.
-    public static let interestRetryJitter = 0.2
-
-    /// A11: the un-jittered delay before retry `attempt` (1...4): 0.25 s × 2^(attempt − 1), at most 2 s,
-    /// i.e. 0.25, 0.5, 1, 2 s.
-    public static func interestRetryBaseDelay(attempt: Int) -> Duration {
-        let shift = min(max(attempt - 1, 0), 8)
-        return min(interestRetryInitialDelay * (1 << shift), interestRetryMaxDelay)
-    }
-
-    /// A11: the delay before retry `attempt`: min(base × (1 + 0.2 × (2u − 1)), 2 s) with u uniform in [0, 1)
-    /// drawn once from `rng` (``SeededRandom/jittered(_:fraction:)``), so it lies in
-    /// [base × 0.8, min(base × 1.2, 2 s)].
-    public static func interestRetryDelay(attempt: Int, rng: inout SeededRandom) -> Duration {
-        let base = interestRetryBaseDelay(attempt: attempt)
-        return min(rng.jittered(base, fraction: interestRetryJitter), interestRetryMaxDelay)
-    }
-}
-
 /// A chat view's handle for its timeline claim, chosen by the UI layer (unique per view).
 public struct ClaimID: RawRepresentable, Sendable, Hashable, Comparable, CustomStringConvertible {
     /// The handle.

@@ -1,4 +1,4 @@
-public import RelayProtocol
+import RelayProtocol
 
 /// A deterministic priority queue of timed events: earliest first, ties in insertion order.
 struct EventQueue<Element> {

@@ -2,7 +2,7 @@ public import Capture
 public import DevRelay
 public import RelayClient
 public import RelayProtocol
-public import Trace
+import Trace
 
 /// One scripted input from the app's UI (a call, a claim, a lifecycle change) at a moment of virtual time.
 public struct ScenarioStep: Sendable, Hashable {
