@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "Trace", targets: ["Trace"]),
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "DevRelay", targets: ["DevRelay"]),
+        .library(name: "Inspect", targets: ["Inspect"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -38,8 +39,11 @@ let package = Package(
         .target(name: "DevRelay", dependencies: ["RelayProtocol", "COpenSSL"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // Trace analyses for the inspection commands: filters, RPC correlation, stats, timeline, diff,
+        // exporters (pcapng, HAR, chrome trace), secrets lint.
+        .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Inspect"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -49,7 +53,8 @@ let package = Package(
         .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),
+        .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
     ],
