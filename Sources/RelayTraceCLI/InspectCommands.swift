@@ -62,6 +62,10 @@ enum ShowCommand {
             try reader.seek(toRecord: n)
             entry = try reader.next()
         } catch {
+            if error.code == .invalidArgument {
+                ctx.stderr.line("Error: \(error.message); 'relaytrace info' shows how many records it has")
+                return .usage
+            }
             return readFailure(error, ctx)
         }
         guard let entry, entry.number == n else {
