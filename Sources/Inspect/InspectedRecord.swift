@@ -29,10 +29,12 @@ public struct InspectedRecord: Sendable {
     public var latency: Duration?
 
     /// Derives the fields of `entry`.
-    public init(_ entry: TraceEntry) {
-        number = entry.number
-        record = entry.record
-        let r = entry.record
+    public init(_ entry: TraceEntry) { self.init(number: entry.number, record: entry.record) }
+
+    /// Derives the fields of record `number`.
+    public init(number: UInt64, record r: TraceRecord) {
+        self.number = number
+        self.record = r
         switch r.kind {
         case .frameText:
             do {

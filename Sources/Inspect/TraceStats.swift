@@ -53,6 +53,9 @@ public struct LatencySummary: Sendable, Hashable {
     /// Latencies of matched (final) responses, nanoseconds.
     public var latencies: [Int64] = []
 
+    /// No requests yet.
+    public init() {}
+
     /// The `q` quantile (0...1, nearest rank) in nanoseconds, nil without samples.
     public func quantile(_ q: Double) -> Int64? {
         guard !latencies.isEmpty else { return nil }
