@@ -117,7 +117,7 @@ enum FramesCommand {
         let failed = r.kind == .transportFailed || rec.type == "error" || (rec.type == "rpc.response" && !((rec.json?["error"] ?? rec.json?["payload"]?["error"]) ?? .null).isNull)
         line += Terminal.paint(what.padding(16), failed ? "31" : "1", color)
         var summary = rec.summary
-        if summary.hasPrefix(what + " ") { summary = String(summary.dropFirst(what.count + 1)) }
+        if rec.type != nil, summary.hasPrefix(what + " ") { summary = String(summary.dropFirst(what.count + 1)) }
         if r.channel != .relay { summary = "[\(r.channel)] " + summary }
         return line + summary
     }

@@ -140,7 +140,7 @@ func corruptCopy(_ path: String) throws -> String {
         #expect(table.stdout.split(separator: "\n").count == relayTraceRecordCount)
         #expect(table.stdout.contains("rpc.response"))
         #expect(table.stdout.contains("method=session.list latency=120.0ms"))
-        #expect(table.stdout.contains("PTC1            session=t1 11 bytes \"hello world\""))
+        #expect(table.stdout.contains("PTC1            PTC1 session=t1 11 bytes \"hello world\""))
         #expect(!table.stdout.contains("\u{1B}["))  // not a terminal: no colours
         // The test runner may export NO_COLOR; unset it where colours are expected.
         let always = try sh("unset NO_COLOR; \"$RT\" frames '\(path)' --format table --color always")
