@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "DevRelay", targets: ["DevRelay"]),
         .library(name: "Capture", targets: ["Capture"]),
         .library(name: "Simulation", targets: ["Simulation"]),
+        .library(name: "Inspect", targets: ["Inspect"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -44,8 +45,11 @@ let package = Package(
         .target(name: "Capture", dependencies: ["RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Client + relay + desktop in one process on virtual time; the scenarios of `relaytrace simulate`.
         .target(name: "Simulation", dependencies: ["Capture", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        // Trace analyses for the inspection commands: filters, RPC correlation, stats, timeline, diff,
+        // exporters (pcapng, HAR, chrome trace), secrets lint.
+        .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -55,7 +59,8 @@ let package = Package(
         .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),
+        .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
+        .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),

@@ -9,7 +9,8 @@ set -euo pipefail
 #   pkg-config   how SwiftPM finds both
 #   zstd         tests check that trace files are valid zstd streams (`zstd -t`, `zstd -dc`)
 #   openssl      tests make their own throw-away certificates
-PACKAGES=(libzstd-dev libssl-dev pkg-config zstd openssl)
+#   tshark       tests decode `relaytrace export --format pcapng` with Wireshark's websocket dissector
+PACKAGES=(libzstd-dev libssl-dev pkg-config zstd openssl tshark)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -7,6 +7,8 @@
 public enum ExitCode: Int32, Sendable, Error {
     /// Success.
     case success = 0
+    /// A check found something: `diff` (the traces differ), `lint` (secrets found).
+    case found = 1
     /// A problem found in the data (corrupt trace, failed verification).
     case dataError = 65
     /// The command line was wrong.

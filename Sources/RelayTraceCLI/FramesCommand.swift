@@ -1,105 +1,124 @@
+import Inspect
 import RelayProtocol
 import Trace
 
 enum FramesCommand {
     static let spec = CommandSpec(
         name: "frames",
-        abstract: "List the records of a trace, one per line.",
+        abstract: "List the records of a trace, one per line, with filters.",
         discussion: """
-            jsonl: one JSON object per record with index, t (seconds since start), kind, channel, gen, dir; \
-            text frames add type, eventType, method, id and the parsed json; binary frames add bytes (and \
-            session for PTC1); other JSON records add json. table: one aligned line per record.
+            Filters combine (all must hold; a comma list matches any of its values). RPC responses are \
+            correlated with their requests (method and latency on the response). PTC1 frames are decoded. \
+            Streams in constant memory. FILE '-' reads stdin.
+            table (the default on a terminal): index, time, generation, direction, type, one-line summary. \
+            jsonl (the default otherwise): one JSON object per record with index, t (seconds since start), \
+            kind, channel, gen, dir, summary; text frames add type, eventType, method, id, eventId, json, \
+            latencyMs; binary frames add bytes (and session, dataBytes, preview for PTC1). json: one JSON \
+            array of the same objects. raw: each payload as is, one per line.
             """,
-        arguments: [ArgumentSpec(name: "file", help: "The trace file.")],
+        arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
         options: [
-            OptionSpec(long: "format", valueName: "format", help: "Output format: jsonl or table.", allowed: ["jsonl", "table"], defaultValue: "jsonl"),
+            OptionSpec(long: "format", valueName: "format", help: "Output format: table, jsonl, json or raw (default: table on a terminal, jsonl otherwise).", allowed: ["table", "jsonl", "json", "raw"]),
+            OptionSpec(long: "gen", valueName: "n[,m]", help: "Only these transport generations."),
+            OptionSpec(long: "dir", valueName: "dir", help: "Only frames in this direction: in (relay to client) or out.", allowed: ["in", "out"]),
+            OptionSpec(long: "type", valueName: "types", help: "Only these message types (rpc.request, event...) or record kinds (transportClosed...)."),
+            OptionSpec(long: "event", valueName: "events", help: "Only events of these types (device-status, chat:timeline-interest...)."),
+            OptionSpec(long: "method", valueName: "methods", help: "Only RPCs of these methods (requests and their responses)."),
+            OptionSpec(long: "rpc-id", valueName: "ids", help: "Only RPCs with these ids."),
+            OptionSpec(long: "since", valueName: "time", help: "Only records at or after this time (seconds or 1m30s, 250ms)."),
+            OptionSpec(long: "until", valueName: "time", help: "Only records at or before this time."),
+            OptionSpec(long: "grep", valueName: "text", help: "Only records whose payload or summary contains this text."),
+            OptionSpec(long: "channel", valueName: "channel", help: "Only this channel.", allowed: ["relay", "watch"]),
+            OptionSpec(long: "color", valueName: "when", help: "Colour the table: auto (on a terminal), always or never; NO_COLOR always wins.", allowed: ["auto", "always", "never"], defaultValue: "auto"),
             OptionSpec(long: "salvage", help: "Skip damaged chunks (reporting each on stderr) instead of stopping at the first."),
         ],
         run: { args, ctx in run(args, ctx) })
 
+    /// Builds the filter from the options (usage errors name the option).
+    static func filter(_ args: ParsedArguments) throws(UsageError) -> FrameFilter {
+        let path = ["relaytrace", "frames"]
+        var f = FrameFilter()
+        do throws(FilterError) {
+            if let g = args.value("gen") { f.generations = try FrameFilter.generations(g) }
+            if let s = args.value("since") { f.since = try FrameFilter.time(s, option: "--since") }
+            if let s = args.value("until") { f.until = try FrameFilter.time(s, option: "--until") }
+        } catch {
+            throw UsageError(message: error.message, commandPath: path)
+        }
+        if let d = args.value("dir") { f.direction = d == "in" ? .inbound : .outbound }
+        if let t = args.value("type") { f.types = FrameFilter.list(t) }
+        if let e = args.value("event") { f.events = FrameFilter.list(e) }
+        if let m = args.value("method") { f.methods = FrameFilter.list(m) }
+        if let i = args.value("rpc-id") { f.rpcIds = FrameFilter.list(i) }
+        if let g = args.value("grep") { f.grep = g }
+        if let c = args.value("channel") { f.channel = c == "relay" ? .relay : .watch }
+        if let s = f.since, let u = f.until, u < s {
+            throw UsageError(message: "--until (\(u)) is before --since (\(s))", commandPath: path)
+        }
+        return f
+    }
+
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let f: FrameFilter
+        do { f = try filter(args) } catch { return RelayTraceCommand.usageError(error, ctx) }
         let path = args.positionals["file"] ?? ""
         let reader: TraceReader
         switch RelayTraceCommand.openTrace(path, ctx, salvage: args.flag("salvage")) {
         case .success(let r): reader = r
         case .failure(let code): return code
         }
-        let table = args.value("format") == "table"
+        let format = args.value("format") ?? (Terminal.isTTY(1) ? "table" : "jsonl")
+        let color = format == "table" && Terminal.useColor(args.value("color"))
+        var correlator = RpcCorrelator()
+        var first = true
+        if format == "json" { ctx.stdout.write("[") }
+        var failure: TraceError?
         do {
             while let e = try reader.next() {
-                if table {
-                    ctx.stdout.line(tableLine(e))
-                } else {
-                    ctx.stdout.write(bytes: jsonLine(e).serialized())
+                var rec = InspectedRecord(e)
+                correlator.correlate(&rec)
+                guard f.matches(rec) else { continue }
+                switch format {
+                case "table": ctx.stdout.line(tableLine(rec, color: color))
+                case "json":
+                    ctx.stdout.write(first ? "\n" : ",\n")
+                    ctx.stdout.write(bytes: rec.jsonLine.serialized())
+                case "raw":
+                    ctx.stdout.write(bytes: rec.record.payload)
+                    ctx.stdout.write("\n")
+                default:
+                    ctx.stdout.write(bytes: rec.jsonLine.serialized())
                     ctx.stdout.write("\n")
                 }
+                first = false
                 if ctx.stdout.isBroken { return .success }  // `| head` went away: stop quietly
             }
         } catch {
+            failure = error
+        }
+        if format == "json" { ctx.stdout.write(first ? "]\n" : "\n]\n") }
+        if let failure {
             ctx.stdout.flush()
-            ctx.stderr.line("Error: \(error.description)")
-            return RelayTraceCommand.exitCode(for: error)
+            ctx.stderr.line("Error: \(failure.description)")
+            return RelayTraceCommand.exitCode(for: failure)
         }
         for p in reader.problems { ctx.stderr.line("warning: skipped: \(p.description)") }
         return .success
     }
 
-    /// The JSON object for one record.
-    static func jsonLine(_ e: TraceEntry) -> JSONValue {
-        let r = e.record
-        var o: [String: JSONValue] = [
-            "index": .int(Int64(bitPattern: e.number)),
-            "t": .double(r.time.seconds),
-            "kind": .string(r.kind.name),
-            "channel": .string(r.channel.description),
-            "gen": r.generation.map { .int(Int64(bitPattern: $0)) } ?? .null,
-            "dir": r.direction.map { .string($0.description) } ?? .null,
-        ]
-        switch r.kind {
-        case .frameText:
-            for k in ["type", "eventType", "method", "id"] { o[k] = .null }
-            do {
-                let json = try JSONValue(parsing: r.payload)
-                o["json"] = json
-                o["type"] = json["type"] ?? .null
-                let inner = json["payload"]
-                o["eventType"] = inner?["eventType"] ?? json["eventType"] ?? .null
-                o["method"] = inner?["method"] ?? json["method"] ?? .null
-                o["id"] = inner?["id"] ?? json["id"] ?? .null
-                if let eventId = json["eventId"] { o["eventId"] = eventId }
-            } catch {
-                o["text"] = .string(r.payloadText)
-                o["jsonError"] = .string(error.description)
-            }
-        case .frameBinary:
-            o["bytes"] = .int(Int64(r.payload.count))
-            if let t = try? TerminalFrame(decoding: r.payload) {
-                o["session"] = .string(t.sessionId)
-                o["dataBytes"] = .int(Int64(t.data.count))
-            }
-        case .marker:
-            o["text"] = .string(r.payloadText)
-        case .unknown, .transportOpened:
-            if !r.payload.isEmpty { o["bytes"] = .int(Int64(r.payload.count)) }
-        case .header, .transportOpen, .transportClosed, .transportFailed, .timerFired, .input, .action, .dropped, .writerStopped:
-            if let json = try? JSONValue(parsing: r.payload) { o["json"] = json } else if !r.payload.isEmpty { o["text"] = .string(r.payloadText) }
-        }
-        return .object(o)
-    }
-
-    /// One aligned line for one record.
-    static func tableLine(_ e: TraceEntry) -> String {
-        let r = e.record
-        var line = String(e.number).padding(7) + r.time.description.padding(11) + r.kind.name.padding(16)
-        line += r.channel.description.padding(6)
-        line += (r.generation.map { "g\($0)" } ?? "-").padding(5) + (r.direction?.description ?? "-").padding(4)
-        switch r.kind {
-        case .frameText: line += WireFrame.text(r.payloadText).dissect().summary
-        case .frameBinary: line += WireFrame.binary(r.payload).dissect().summary
-        default:
-            let text = r.payloadText
-            line += text.count > 120 ? String(text.prefix(120)) + "..." : text
-        }
-        return line
+    /// One aligned line: index, time, generation, direction, type, summary.
+    static func tableLine(_ rec: InspectedRecord, color: Bool) -> String {
+        let r = rec.record
+        let what = rec.type ?? (rec.terminal != nil ? "PTC1" : r.kind.name)
+        var line = String(rec.number).padding(7) + r.time.description.padding(11)
+        line += (r.generation.map { "g\($0)" } ?? "-").padding(5)
+        let dir = (r.direction.map { $0 == .inbound ? "<-" : "->" } ?? " ").padding(3)
+        line += Terminal.paint(dir, r.direction == .inbound ? "36" : "32", color && r.direction != nil)
+        let failed = r.kind == .transportFailed || rec.type == "error" || (rec.type == "rpc.response" && !((rec.json?["error"] ?? rec.json?["payload"]?["error"]) ?? .null).isNull)
+        line += Terminal.paint(what.padding(16), failed ? "31" : "1", color)
+        var summary = rec.summary
+        if rec.type != nil, summary.hasPrefix(what + " ") { summary = String(summary.dropFirst(what.count + 1)) }
+        if r.channel != .relay { summary = "[\(r.channel)] " + summary }
+        return line + summary
     }
 }

@@ -15,8 +15,11 @@ final class Output {
     /// The errno of the failed write.
     private(set) var failure: Int32 = 0
 
-    init(fd: Int32) {
+    private let owned: Bool
+
+    init(fd: Int32, owned: Bool = false) {
         self.fd = fd
+        self.owned = owned
         buffer.reserveCapacity(limit + 4096)
     }
 
@@ -59,6 +62,15 @@ final class Output {
         buffer.removeAll(keepingCapacity: true)
     }
 }
+
+extension Output {
+    /// Closes the descriptor of an output opened by a command (not stdout/stderr).
+    func close() {
+        if owned { _ = sysClose(fd) }
+    }
+}
+
+private func sysClose(_ fd: Int32) -> Int32 { Glibc.close(fd) }
 
 private func sysWrite(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int { write(fd, p, n) }
 

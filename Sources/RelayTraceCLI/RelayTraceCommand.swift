@@ -32,7 +32,8 @@ public enum RelayTraceCommand {
         name: "relaytrace",
         abstract: "Record-and-replay debugger for the PlanToCode relay client: inspect and check trace files.",
         options: [OptionSpec(long: "version", help: "Show the version.")],
-        subcommands: [InfoCommand.spec, VerifyCommand.spec, FramesCommand.spec, SimulateCommand.spec,
+        subcommands: [InfoCommand.spec, VerifyCommand.spec, FramesCommand.spec, SimulateCommand.spec, ShowCommand.spec, StatsCommand.spec,
+                      TimelineCommand.spec, DiffCommand.spec, ExportCommand.spec, RedactCommand.spec, LintCommand.spec,
                       CommandSpec(name: "help", abstract: "Show subcommand help information.")])
 
     static func dispatch(_ args: [String], _ ctx: CLIContext) -> ExitCode {
@@ -93,6 +94,11 @@ public enum RelayTraceCommand {
     /// other I/O 74, not a trace / damaged header 65.
     static func openTrace(_ path: String, _ ctx: CLIContext, salvage: Bool = false) -> Result<TraceReader, ExitCode> {
         do throws(TraceError) {
+            if path == "-" {
+                let spooled = try StdinSpool.spool()
+                defer { unlink(spooled) }  // the open descriptor keeps the data until exit
+                return .success(try TraceReader(path: spooled, options: .init(salvage: salvage)))
+            }
             return .success(try TraceReader(path: path, options: .init(salvage: salvage)))
         } catch {
             ctx.stderr.line("Error: \(error.description)")

@@ -1,0 +1,439 @@
+public import RelayProtocol
+import Trace
+
+/// Nanoseconds since the Unix epoch of an RFC 3339 time (`2026-01-02T03:04:05.250Z`, `...+02:00`);
+/// nil when it cannot be read.
+public func unixNanoseconds(rfc3339 text: String) -> Int64? {
+    let u = Array(text.utf8)
+    func num(_ a: Int, _ n: Int) -> Int? {
+        guard a + n <= u.count else { return nil }
+        var v = 0
+        for i in a..<(a + n) {
+            guard u[i] >= 0x30, u[i] <= 0x39 else { return nil }
+            v = v * 10 + Int(u[i] - 0x30)
+        }
+        return v
+    }
+    guard u.count >= 20, let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let h = num(11, 2), let mi = num(14, 2),
+        let s = num(17, 2), (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, s < 61
+    else { return nil }
+    var i = 19
+    var frac: Int64 = 0
+    if i < u.count, u[i] == UInt8(ascii: ".") {
+        i += 1
+        var digits = 0
+        while i < u.count, u[i] >= 0x30, u[i] <= 0x39 {
+            if digits < 9 { frac = frac * 10 + Int64(u[i] - 0x30); digits += 1 }
+            i += 1
+        }
+        while digits < 9 { frac *= 10; digits += 1 }
+    }
+    var offset = 0
+    guard i < u.count else { return nil }
+    if u[i] == UInt8(ascii: "Z") || u[i] == UInt8(ascii: "z") {
+        i += 1
+    } else if u[i] == UInt8(ascii: "+") || u[i] == UInt8(ascii: "-"), let oh = num(i + 1, 2), let om = num(i + 4, 2) {
+        offset = (oh * 60 + om) * 60 * (u[i] == UInt8(ascii: "+") ? 1 : -1)
+        i += 6
+    } else { return nil }
+    guard i == u.count else { return nil }
+    // Days from civil (proleptic Gregorian).
+    let yy = mo <= 2 ? y - 1 : y
+    let era = (yy >= 0 ? yy : yy - 399) / 400
+    let yoe = yy - era * 400
+    let doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+    let days = era * 146097 + doe - 719468
+    let secs = Int64(days) * 86400 + Int64(h * 3600 + mi * 60 + s) - Int64(offset)
+    return secs * 1_000_000_000 + frac
+}
+
+/// RFC 3339 UTC text with milliseconds for Unix nanoseconds.
+public func rfc3339(unixNanoseconds ns: Int64) -> String {
+    let secs = ns >= 0 ? ns / 1_000_000_000 : (ns - 999_999_999) / 1_000_000_000
+    let ms = (ns - secs * 1_000_000_000) / 1_000_000
+    let days = Int(secs >= 0 ? secs / 86400 : (secs - 86399) / 86400)
+    let rem = Int(secs - Int64(days) * 86400)
+    let z = days + 719468
+    let era = (z >= 0 ? z : z - 146096) / 146097
+    let doe = z - era * 146097
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+    let mp = (5 * doy + 2) / 153
+    let d = doy - (153 * mp + 2) / 5 + 1
+    let m = mp < 10 ? mp + 3 : mp - 9
+    let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+    func p(_ v: Int, _ w: Int) -> String { let s = String(v); return String(repeating: "0", count: max(0, w - s.count)) + s }
+    return "\(p(y, 4))-\(p(m, 2))-\(p(d, 2))T\(p(rem / 3600, 2)):\(p(rem / 60 % 60, 2)):\(p(rem % 60, 2)).\(p(Int(ms), 3))Z"
+}
+
+/// Writes a pcapng file (little-endian) of a trace's WebSocket messages: one interface per transport
+/// generation (`gen<N>`, link type 252 `WIRESHARK_UPPER_PDU`, nanosecond timestamps), one Enhanced
+/// Packet Block per message holding Wireshark exported-PDU tags (dissector `websocket`, IPv4 addresses
+/// and TCP ports: the client 10.0.0.2, the relay 10.0.0.1:443) and the message as one unmasked
+/// WebSocket frame; a socket close becomes a Close frame. Blocks go to `emit` as they are made.
+public struct PcapngExporter {
+    /// `LINKTYPE_WIRESHARK_UPPER_PDU`.
+    public static let linkType: UInt16 = 252
+    private let emit: ([UInt8]) -> Void
+    private let startNs: Int64
+    private var interfaces: [UInt64: UInt32] = [:]
+    /// Packets written.
+    public private(set) var packets = 0
+
+    /// Starts the file (section header) with `emit`; times are `wallClockStartNs` + record time.
+    public init(wallClockStartNs: Int64, emit: @escaping ([UInt8]) -> Void) {
+        self.emit = emit
+        self.startNs = wallClockStartNs
+        var body: [UInt8] = []
+        body.le32(0x1A2B_3C4D)
+        body.le16(1)
+        body.le16(0)
+        body.le64(UInt64.max)  // section length unknown
+        Self.option(&body, 4, Array("relaytrace \(TraceHeaderVersion.tool)".utf8))
+        Self.option(&body, 0, [])
+        emit(Self.block(0x0A0D_0D0A, body))
+    }
+
+    static func option(_ b: inout [UInt8], _ code: UInt16, _ value: [UInt8]) {
+        b.le16(code)
+        b.le16(UInt16(value.count))
+        b += value
+        while b.count % 4 != 0 { b.append(0) }
+    }
+
+    static func block(_ type: UInt32, _ body: [UInt8]) -> [UInt8] {
+        var b: [UInt8] = []
+        let total = UInt32(12 + body.count)
+        b.le32(type)
+        b.le32(total)
+        b += body
+        b.le32(total)
+        return b
+    }
+
+    private mutating func interface(_ g: UInt64) -> UInt32 {
+        if let i = interfaces[g] { return i }
+        let id = UInt32(interfaces.count)
+        interfaces[g] = id
+        var body: [UInt8] = []
+        body.le16(Self.linkType)
+        body.le16(0)
+        body.le32(0)  // no snap length limit
+        Self.option(&body, 2, Array("gen\(g)".utf8))  // if_name
+        Self.option(&body, 3, Array("relay transport generation \(g)".utf8))  // if_description
+        Self.option(&body, 9, [9])  // if_tsresol: nanoseconds
+        Self.option(&body, 0, [])
+        emit(Self.block(1, body))
+        return id
+    }
+
+    /// One WebSocket frame (FIN set, unmasked).
+    public static func websocketFrame(opcode: UInt8, payload: [UInt8]) -> [UInt8] {
+        var f: [UInt8] = [0x80 | opcode]
+        if payload.count < 126 {
+            f.append(UInt8(payload.count))
+        } else if payload.count <= 0xFFFF {
+            f.append(126)
+            f.append(UInt8(payload.count >> 8))
+            f.append(UInt8(payload.count & 0xFF))
+        } else {
+            f.append(127)
+            for s in stride(from: 56, through: 0, by: -8) { f.append(UInt8((UInt64(payload.count) >> UInt64(s)) & 0xFF)) }
+        }
+        return f + payload
+    }
+
+    /// The exported-PDU tags for a message in `direction` on generation `g`.
+    static func exportedPDUHeader(generation g: UInt64, outbound: Bool) -> [UInt8] {
+        var b: [UInt8] = []
+        func tag(_ t: UInt16, _ v: [UInt8]) {
+            var value = v
+            while value.count % 4 != 0 { value.append(0) }
+            b.be16(t)
+            b.be16(UInt16(value.count))
+            b += value
+        }
+        let client: [UInt8] = [10, 0, 0, 2]
+        let relay: [UInt8] = [10, 0, 0, 1]
+        let clientPort = UInt32(40000 + g % 20000)
+        tag(12, Array("websocket".utf8))
+        tag(20, outbound ? client : relay)
+        tag(21, outbound ? relay : client)
+        tag(24, [0, 0, 0, 2])  // TCP
+        tag(25, be32(outbound ? clientPort : 443))
+        tag(26, be32(outbound ? 443 : clientPort))
+        b.be16(0)
+        b.be16(0)
+        return b
+    }
+
+    /// Adds a record: text and binary frames and socket closes become packets; other records are skipped.
+    public mutating func add(_ rec: InspectedRecord) {
+        let r = rec.record
+        guard let g = r.generation else { return }
+        let frame: [UInt8]
+        var outbound = r.direction == .outbound
+        switch r.kind {
+        case .frameText: frame = Self.websocketFrame(opcode: 1, payload: r.payload)
+        case .frameBinary: frame = Self.websocketFrame(opcode: 2, payload: r.payload)
+        case .transportClosed:
+            var p: [UInt8] = []
+            if let c = rec.json?["code"]?.intValue, (1000...4999).contains(c) {
+                p = [UInt8(c >> 8), UInt8(c & 0xFF)] + Array((rec.json?["reason"]?.stringValue ?? "").utf8.prefix(123))
+            }
+            frame = Self.websocketFrame(opcode: 8, payload: p)
+            outbound = r.direction == .outbound
+        default: return
+        }
+        let id = interface(g)
+        let data = Self.exportedPDUHeader(generation: g, outbound: outbound) + frame
+        let ts = UInt64(bitPattern: startNs &+ r.time.nanoseconds)
+        var body: [UInt8] = []
+        body.le32(id)
+        body.le32(UInt32(ts >> 32))
+        body.le32(UInt32(ts & 0xFFFF_FFFF))
+        body.le32(UInt32(data.count))
+        body.le32(UInt32(data.count))
+        body += data
+        while body.count % 4 != 0 { body.append(0) }
+        Self.option(&body, 1, Array("record \(rec.number)".utf8))  // opt_comment
+        Self.option(&body, 0, [])
+        emit(Self.block(6, body))
+        packets += 1
+    }
+}
+
+enum TraceHeaderVersion {
+    static let tool = TraceHeader.currentToolVersion
+}
+
+func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)] }
+
+extension Array where Element == UInt8 {
+    mutating func le16(_ v: UInt16) { append(UInt8(v & 0xFF)); append(UInt8(v >> 8)) }
+    mutating func le32(_ v: UInt32) { for s in stride(from: 0, to: 32, by: 8) { append(UInt8((v >> UInt32(s)) & 0xFF)) } }
+    mutating func le64(_ v: UInt64) { for s in stride(from: 0, to: 64, by: 8) { append(UInt8((v >> UInt64(s)) & 0xFF)) } }
+    mutating func be16(_ v: UInt16) { append(UInt8(v >> 8)); append(UInt8(v & 0xFF)) }
+}
+
+/// Builds a HAR 1.2 log with one entry per transport generation (`_resourceType: "websocket"`, the
+/// upgrade request with the recorded URL and headers, `_webSocketMessages` of
+/// `{type: send|receive, time: Unix seconds, opcode: 1|2, data}`; binary data in base64), the shape
+/// Chrome DevTools writes and loads. Keeps the messages in memory until `finish`.
+public struct HARExporter {
+    private struct Entry {
+        var url = "wss://relay.invalid/ws/device-link"
+        var headers: [JSONValue] = []
+        var start: Moment
+        var end: Moment
+        var messages: [JSONValue] = []
+        var status = 101
+    }
+    private let startNs: Int64
+    private var entries: [UInt64: Entry] = [:]
+    private var order: [UInt64] = []
+
+    /// A HAR builder; times are `wallClockStartNs` + record time.
+    public init(wallClockStartNs: Int64) { startNs = wallClockStartNs }
+
+    /// Adds a record.
+    public mutating func add(_ rec: InspectedRecord) {
+        let r = rec.record
+        guard let g = r.generation, r.channel == .relay else { return }
+        if entries[g] == nil {
+            entries[g] = Entry(start: r.time, end: r.time)
+            order.append(g)
+        }
+        let previousEnd = entries[g]?.end ?? r.time
+        entries[g]?.end = Swift.max(previousEnd, r.time)
+        let unix = Double(startNs &+ r.time.nanoseconds) / 1e9
+        switch r.kind {
+        case .transportOpen:
+            if let u = rec.json?["url"]?.stringValue { entries[g]?.url = u }
+            switch rec.json?["headers"] {
+            case .object(let o)?:
+                entries[g]?.headers = o.sorted { $0.key < $1.key }.map { ["name": .string($0.key), "value": .string($0.value.stringValue ?? $0.value.jsonText)] }
+            case .array(let a)?:
+                entries[g]?.headers = a.compactMap { h in
+                    guard let n = h["name"]?.stringValue else { return nil }
+                    return ["name": .string(n), "value": .string(h["value"]?.stringValue ?? "")]
+                }
+            default: break
+            }
+        case .transportFailed:
+            if let s = rec.json?["status"]?.intValue { entries[g]?.status = Int(s) }
+        case .frameText, .frameBinary:
+            let binary = r.kind == .frameBinary
+            entries[g]?.messages.append([
+                "type": .string(r.direction == .outbound ? "send" : "receive"),
+                "time": .double(unix),
+                "opcode": .int(binary ? 2 : 1),
+                "data": .string(binary ? base64(r.payload) : r.payloadText),
+            ])
+        default: break
+        }
+    }
+
+    /// The HAR document.
+    public func finish() -> JSONValue {
+        let list: [JSONValue] = order.compactMap { g in
+            guard let e = entries[g] else { return nil }
+            let started = rfc3339(unixNanoseconds: startNs &+ e.start.nanoseconds)
+            let ms = Double((e.end - e.start).nanoseconds) / 1e6
+            let httpURL = e.url.replacingPrefix("wss://", "https://").replacingPrefix("ws://", "http://")
+            return [
+                "startedDateTime": .string(started),
+                "time": .double(ms),
+                "request": ["method": "GET", "url": .string(httpURL), "httpVersion": "HTTP/1.1", "headers": .array(e.headers),
+                            "queryString": [], "cookies": [], "headersSize": -1, "bodySize": 0],
+                "response": ["status": .int(Int64(e.status)), "statusText": e.status == 101 ? "Switching Protocols" : "",
+                             "httpVersion": "HTTP/1.1", "headers": [["name": "Upgrade", "value": "websocket"]], "cookies": [],
+                             "content": ["size": 0, "mimeType": "x-unknown"], "redirectURL": "", "headersSize": -1, "bodySize": 0],
+                "cache": [:],
+                "timings": ["blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": .double(ms), "receive": 0],
+                "_resourceType": "websocket",
+                "_relaytraceGeneration": .int(Int64(bitPattern: g)),
+                "_webSocketMessages": .array(e.messages),
+            ]
+        }
+        return ["log": ["version": "1.2", "creator": ["name": "relaytrace", "version": .string(TraceHeaderVersion.tool)],
+                        "pages": [], "entries": .array(list)]]
+    }
+}
+
+extension String {
+    func replacingPrefix(_ p: String, _ q: String) -> String { hasPrefix(p) ? q + dropFirst(p.count) : self }
+}
+
+/// Standard base64 with padding.
+public func base64(_ bytes: [UInt8]) -> String {
+    let t = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity((bytes.count + 2) / 3 * 4)
+    var i = 0
+    while i + 3 <= bytes.count {
+        let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+        out += [t[Int(n >> 18)], t[Int((n >> 12) & 63)], t[Int((n >> 6) & 63)], t[Int(n & 63)]]
+        i += 3
+    }
+    let rest = bytes.count - i
+    if rest > 0 {
+        let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
+        out += [t[Int(n >> 18)], t[Int((n >> 12) & 63)], rest == 2 ? t[Int((n >> 6) & 63)] : UInt8(ascii: "="), UInt8(ascii: "=")]
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// Streams a Chrome trace-event JSON document (`{"traceEvents":[...]}`, loadable by chrome://tracing and
+/// Perfetto): process "relaytrace", one thread (track) per generation named `gen N` with a `B`/`E`
+/// slice for the socket's life, `X` slices for RPCs (request to response), instant events for other
+/// frames; a `leases` track with async `b`/`e` spans per lease; a `client` track with instants for
+/// timers, inputs and actions. Times in microseconds since the trace start.
+public struct ChromeTraceExporter {
+    private let emit: ([UInt8]) -> Void
+    private var first = true
+    private var named = Set<UInt64>()
+    private var liveGens = Set<UInt64>()
+    private var openLeases: [String: Moment] = [:]
+    private var requests: [String: (time: Moment, method: String, tid: UInt64)] = [:]
+    private var last: Moment = .zero
+    static let leasesTid: UInt64 = 1_000_000
+    static let clientTid: UInt64 = 1_000_001
+
+    /// Starts the document with `emit`.
+    public init(emit: @escaping ([UInt8]) -> Void) {
+        self.emit = emit
+        emit(Array("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n".utf8))
+        event(["ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": ["name": "relaytrace"]])
+        thread(Self.leasesTid, "leases")
+        thread(Self.clientTid, "client")
+    }
+
+    private mutating func event(_ e: JSONValue) {
+        emit((first ? [] : Array(",\n".utf8)) + e.serialized())
+        first = false
+    }
+
+    private mutating func thread(_ tid: UInt64, _ name: String) {
+        event(["ph": "M", "pid": 1, "tid": .int(Int64(tid)), "name": "thread_name", "args": ["name": .string(name)]])
+        event(["ph": "M", "pid": 1, "tid": .int(Int64(tid)), "name": "thread_sort_index", "args": ["sort_index": .int(Int64(tid))]])
+    }
+
+    static func us(_ t: Moment) -> JSONValue { .double(Double(t.nanoseconds) / 1000) }
+
+    /// Adds a record.
+    public mutating func add(_ rec: InspectedRecord) {
+        let r = rec.record
+        last = Swift.max(last, r.time)
+        let ts = Self.us(r.time)
+        if let g = r.generation, r.channel == .relay {
+            if !named.contains(g) {
+                named.insert(g)
+                thread(g, "gen \(g)")
+            }
+            let tid = JSONValue.int(Int64(g))
+            switch r.kind {
+            case .transportOpen, .transportOpened:
+                if !liveGens.contains(g) {
+                    liveGens.insert(g)
+                    event(["ph": "B", "pid": 1, "tid": tid, "ts": ts, "name": .string("generation \(g)"), "cat": "socket"])
+                }
+                event(["ph": "i", "s": "t", "pid": 1, "tid": tid, "ts": ts, "name": .string(r.kind.name), "cat": "socket"])
+            case .transportClosed, .transportFailed:
+                event(["ph": "i", "s": "t", "pid": 1, "tid": tid, "ts": ts, "name": .string(r.kind.name), "cat": "socket", "args": rec.json ?? .null])
+                if liveGens.remove(g) != nil { event(["ph": "E", "pid": 1, "tid": tid, "ts": ts]) }
+            case .frameText, .frameBinary:
+                if rec.type == "rpc.request", let id = rec.rpcId {
+                    requests[id] = (r.time, rec.method ?? "?", g)
+                } else if rec.type == "rpc.response", let id = rec.rpcId, let req = requests[id] {
+                    let partial = (rec.json?["isFinal"] ?? rec.json?["payload"]?["isFinal"])?.boolValue == false
+                    if !partial {
+                        requests[id] = nil
+                        event(["ph": "X", "pid": 1, "tid": .int(Int64(req.tid)), "ts": Self.us(req.time),
+                               "dur": .double(Double((r.time - req.time).nanoseconds) / 1000), "name": .string(req.method), "cat": "rpc",
+                               "args": ["id": .string(id), "response": .string(rec.summary)]])
+                    }
+                } else {
+                    event(["ph": "i", "s": "t", "pid": 1, "tid": tid, "ts": ts, "name": .string(rec.type ?? (rec.terminal != nil ? "PTC1" : r.kind.name)),
+                           "cat": "frame", "args": ["dir": .string(r.direction?.description ?? "-"), "summary": .string(rec.summary)]])
+                }
+                if rec.eventType == "chat:timeline-interest", r.direction == .outbound, let p = rec.eventPayload {
+                    let key = p["sessionId"]?.stringValue ?? p["appSessionId"]?.stringValue ?? "?"
+                    if p["active"]?.boolValue == false {
+                        if openLeases.removeValue(forKey: key) != nil {
+                            event(["ph": "e", "pid": 1, "tid": .int(Int64(Self.leasesTid)), "ts": ts, "name": .string("lease \(key)"), "cat": "lease", "id": .string(key)])
+                        }
+                    } else {
+                        if openLeases[key] == nil {
+                            openLeases[key] = r.time
+                            event(["ph": "b", "pid": 1, "tid": .int(Int64(Self.leasesTid)), "ts": ts, "name": .string("lease \(key)"), "cat": "lease", "id": .string(key)])
+                        }
+                        event(["ph": "n", "pid": 1, "tid": .int(Int64(Self.leasesTid)), "ts": ts, "name": .string("lease \(key)"), "cat": "lease", "id": .string(key),
+                               "args": ["renewal": .string(rec.summary)]])
+                    }
+                }
+            default: break
+            }
+            return
+        }
+        switch r.kind {
+        case .timerFired, .input, .action, .marker:
+            event(["ph": "i", "s": "t", "pid": 1, "tid": .int(Int64(Self.clientTid)), "ts": ts,
+                   "name": .string(rec.inputOrActionName ?? r.kind.name), "cat": .string(r.kind.name), "args": ["summary": .string(rec.summary)]])
+        default: break
+        }
+    }
+
+    /// Closes open spans at the last record time and ends the document.
+    public mutating func finish() {
+        let ts = Self.us(last)
+        for g in liveGens.sorted() { event(["ph": "E", "pid": 1, "tid": .int(Int64(g)), "ts": ts]) }
+        for key in openLeases.keys.sorted() {
+            event(["ph": "e", "pid": 1, "tid": .int(Int64(Self.leasesTid)), "ts": ts, "name": .string("lease \(key)"), "cat": "lease", "id": .string(key)])
+        }
+        liveGens = []
+        openLeases = [:]
+        emit(Array("\n]}\n".utf8))
+    }
+}

@@ -1,0 +1,188 @@
+public import RelayProtocol
+public import Trace
+
+/// A trace record with what the inspection commands derive from it: the parsed JSON payload, the relay
+/// message type and its salient fields, the decoded PTC1 frame, and (after `RpcCorrelator`) the
+/// request a response answers.
+public struct InspectedRecord: Sendable {
+    /// The record's number in the trace (0-based, header excluded).
+    public var number: UInt64
+    /// The record.
+    public var record: TraceRecord
+    /// The payload parsed as JSON, for JSON kinds and text frames that parse.
+    public var json: JSONValue?
+    /// Why a text frame's payload is not JSON.
+    public var jsonError: String?
+    /// The relay message `type` of a text frame.
+    public var type: String?
+    /// The `eventType` of an `event` message.
+    public var eventType: String?
+    /// The RPC method of a request (or, once correlated, of the request a response answers).
+    public var method: String?
+    /// The RPC id of a request or response.
+    public var rpcId: String?
+    /// The relay's `eventId` of an inbound event.
+    public var eventId: Int64?
+    /// The decoded PTC1 frame of a binary frame.
+    public var terminal: TerminalFrame?
+    /// For a correlated `rpc.response`: the time since its request.
+    public var latency: Duration?
+
+    /// Derives the fields of `entry`.
+    public init(_ entry: TraceEntry) { self.init(number: entry.number, record: entry.record) }
+
+    /// Derives the fields of record `number`.
+    public init(number: UInt64, record r: TraceRecord) {
+        self.number = number
+        self.record = r
+        switch r.kind {
+        case .frameText:
+            do {
+                let j = try JSONValue(parsing: r.payload)
+                json = j
+                type = j["type"]?.stringValue
+                let inner = j["payload"]
+                eventType = (inner?["eventType"] ?? j["eventType"])?.stringValue
+                if type == "rpc.request" || type == "rpc.response" {
+                    rpcId = (inner?["id"] ?? j["id"])?.stringValue
+                }
+                if type == "rpc.request" { method = (inner?["method"] ?? j["method"])?.stringValue }
+                eventId = j["eventId"]?.intValue
+            } catch {
+                jsonError = error.description
+            }
+        case .frameBinary:
+            terminal = try? TerminalFrame(decoding: r.payload)
+        case .marker, .transportOpened, .unknown:
+            break
+        case .header, .transportOpen, .transportClosed, .transportFailed, .timerFired, .input, .action, .dropped, .writerStopped:
+            json = try? JSONValue(parsing: r.payload)
+        }
+    }
+
+    /// The `payload` of an `event` message (the event's own payload).
+    public var eventPayload: JSONValue? { json?["payload"]?["payload"] }
+
+    /// The name of an `input` or `action` record's JSON (`{"input": name}` / `{"action": name}`).
+    public var inputOrActionName: String? { (json?["action"] ?? json?["input"])?.stringValue }
+
+    /// One line naming the record's content: method and id for RPCs, status for device events, lease
+    /// session for interest, session and size for PTC1, the compact JSON for other records.
+    public var summary: String {
+        let r = record
+        switch r.kind {
+        case .frameText:
+            var s = WireFrame.text(r.payloadText).dissect().summary
+            if type == "rpc.response" {
+                if let method { s += " method=\(method)" }
+                if let latency { s += " latency=\(Self.milliseconds(latency))" }
+            }
+            if let eventType, let p = eventPayload {
+                switch eventType {
+                case "device-status":
+                    if let st = p["status"]?.stringValue { s += " status=\(st)" }
+                    if let why = p["reason"]?.stringValue { s += " reason=\(why)" }
+                case "chat:timeline-interest":
+                    if let sid = p["sessionId"]?.stringValue { s += " lease=\(sid)" }
+                    if let app = p["appSessionId"]?.stringValue { s += " app=\(app)" }
+                    if let a = p["active"]?.boolValue { s += a ? " active" : " inactive" }
+                default: break
+                }
+            }
+            return s
+        case .frameBinary:
+            return WireFrame.binary(r.payload).dissect().summary
+        default:
+            let text = json?.jsonText ?? r.payloadText
+            return text.count > 160 ? String(text.prefix(160)) + "..." : text
+        }
+    }
+
+    /// `12.3ms`-style latency.
+    public static func milliseconds(_ d: Duration) -> String {
+        let ms = Double(d.nanoseconds) / 1e6
+        return ms < 10 ? "\((ms * 100).rounded() / 100)ms" : "\((ms * 10).rounded() / 10)ms"
+    }
+
+    /// The JSON object of `frames --format jsonl` (and `export --format jsonl`): index, t (seconds),
+    /// kind, channel, gen, dir, and for text frames type, eventType, method, id, eventId, json (or text and
+    /// jsonError), latencyMs on correlated responses; for binary frames bytes (and session, dataBytes,
+    /// preview for PTC1); summary for every record.
+    public var jsonLine: JSONValue {
+        let r = record
+        var o: [String: JSONValue] = [
+            "index": .int(Int64(bitPattern: number)),
+            "t": .double(r.time.seconds),
+            "kind": .string(r.kind.name),
+            "channel": .string(r.channel.description),
+            "gen": r.generation.map { .int(Int64(bitPattern: $0)) } ?? .null,
+            "dir": r.direction.map { .string($0.description) } ?? .null,
+            "summary": .string(summary),
+        ]
+        switch r.kind {
+        case .frameText:
+            o["type"] = type.map { .string($0) } ?? .null
+            o["eventType"] = eventType.map { .string($0) } ?? .null
+            o["method"] = method.map { .string($0) } ?? .null
+            o["id"] = rpcId.map { .string($0) } ?? .null
+            if let eventId { o["eventId"] = .int(eventId) }
+            if let latency { o["latencyMs"] = .double(Double(latency.nanoseconds) / 1e6) }
+            if let json { o["json"] = json } else {
+                o["text"] = .string(r.payloadText)
+                o["jsonError"] = .string(jsonError ?? "not JSON")
+            }
+        case .frameBinary:
+            o["bytes"] = .int(Int64(r.payload.count))
+            if let t = terminal {
+                o["session"] = .string(t.sessionId)
+                o["dataBytes"] = .int(Int64(t.data.count))
+                o["preview"] = .string(t.printablePreview(maxBytes: 64))
+            }
+        case .marker:
+            o["text"] = .string(r.payloadText)
+        case .unknown, .transportOpened:
+            if !r.payload.isEmpty { o["bytes"] = .int(Int64(r.payload.count)) }
+        case .header, .transportOpen, .transportClosed, .transportFailed, .timerFired, .input, .action, .dropped, .writerStopped:
+            if let json { o["json"] = json } else if !r.payload.isEmpty { o["text"] = .string(r.payloadText) }
+        }
+        return .object(o)
+    }
+}
+
+/// Pairs `rpc.response` frames with their `rpc.request` by id (requests outbound, responses inbound):
+/// a response gets the request's method and its latency. A request stays open until a response that
+/// is not `isFinal: false`. At most `capacity` requests are kept open (the oldest are forgotten).
+public struct RpcCorrelator: Sendable {
+    private var open: [String: (method: String?, time: Moment, order: UInt64)] = [:]
+    private var counter: UInt64 = 0
+    /// The most requests kept waiting for a response.
+    public let capacity: Int
+
+    /// A correlator keeping at most `capacity` open requests.
+    public init(capacity: Int = 65_536) { self.capacity = max(1, capacity) }
+
+    /// Requests still waiting for a response.
+    public var openRequests: Int { open.count }
+
+    /// The requests still open: id, method, time sent.
+    public var pending: [(id: String, method: String?, time: Moment)] {
+        open.sorted { $0.value.order < $1.value.order }.map { ($0.key, $0.value.method, $0.value.time) }
+    }
+
+    /// Feeds one record; fills `method` and `latency` on a response whose request was seen.
+    public mutating func correlate(_ rec: inout InspectedRecord) {
+        guard rec.record.kind == .frameText, let id = rec.rpcId else { return }
+        if rec.type == "rpc.request" {
+            if open.count >= capacity, let oldest = open.min(by: { $0.value.order < $1.value.order }) {
+                open[oldest.key] = nil
+            }
+            counter += 1
+            open[id] = (rec.method, rec.record.time, counter)
+        } else if rec.type == "rpc.response", let req = open[id] {
+            rec.method = req.method
+            rec.latency = rec.record.time - req.time
+            let partial = rec.json?["isFinal"]?.boolValue == false || rec.json?["payload"]?["isFinal"]?.boolValue == false
+            if !partial { open[id] = nil }
+        }
+    }
+}

@@ -1,0 +1,389 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Inspect
+import RelayProtocol
+import Trace
+
+/// Opens `path` for writing (mode 0600, truncating; `-` is stdout) as an `Output`.
+func openOutput(_ path: String, _ ctx: CLIContext) -> Output? {
+    if path == "-" { return ctx.stdout }
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else {
+        ctx.stderr.line("Error: cannot create \(path): \(String(cString: strerror(errno)))")
+        return nil
+    }
+    return Output(fd: fd, owned: true)
+}
+
+/// Finishes an output file: flushes and closes it, reporting a failed write (exit 74).
+func finishOutput(_ out: Output, _ path: String, _ ctx: CLIContext) -> ExitCode {
+    out.flush()
+    let broken = out.isBroken
+    let failure = out.failure
+    if out !== ctx.stdout { out.close() }
+    if broken && out !== ctx.stdout {
+        ctx.stderr.line("Error: writing \(path) failed: \(String(cString: strerror(failure)))")
+        return .ioError
+    }
+    return .success
+}
+
+/// Reports a read error after partial output.
+func readFailure(_ e: TraceError, _ ctx: CLIContext) -> ExitCode {
+    ctx.stdout.flush()
+    ctx.stderr.line("Error: \(e.description)")
+    return RelayTraceCommand.exitCode(for: e)
+}
+
+enum ShowCommand {
+    static let spec = CommandSpec(
+        name: "show",
+        abstract: "Show one record in full as pretty JSON, with redaction placeholders marked.",
+        discussion: "The object has the fields of 'frames --format jsonl', the payload in full (json, text, or base64 for binary), and 'redacted': the JSON paths that hold redaction placeholders (coloured on a terminal). Seeks with the index: reads one chunk.",
+        arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin)."),
+                    ArgumentSpec(name: "n", help: "The record number (0-based, as 'frames' shows it).")],
+        options: [OptionSpec(long: "color", valueName: "when", help: "auto, always or never; NO_COLOR always wins.", allowed: ["auto", "always", "never"], defaultValue: "auto")],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        guard let n = UInt64(args.positionals["n"] ?? "") else {
+            return RelayTraceCommand.usageError(UsageError(message: "'\(args.positionals["n"] ?? "")' is not a record number; write a number from 0, as 'relaytrace frames' shows it", commandPath: ["relaytrace", "show"]), ctx)
+        }
+        let reader: TraceReader
+        switch RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) {
+        case .success(let r): reader = r
+        case .failure(let code): return code
+        }
+        let entry: TraceEntry?
+        do {
+            try reader.seek(toRecord: n)
+            entry = try reader.next()
+        } catch {
+            if error.code == .invalidArgument {
+                ctx.stderr.line("Error: \(error.message); 'relaytrace info' shows how many records it has")
+                return .usage
+            }
+            return readFailure(error, ctx)
+        }
+        guard let entry, entry.number == n else {
+            ctx.stderr.line("Error: record \(n) is past the end of the trace; 'relaytrace info' shows how many records it has")
+            return .usage
+        }
+        let rec = InspectedRecord(entry)
+        guard case .object(var o) = rec.jsonLine else { return .success }
+        if rec.record.kind == .frameBinary {
+            o["base64"] = .string(base64(rec.record.payload))
+            if let t = rec.terminal { o["data"] = .string(String(decoding: t.data, as: UTF8.self)) }
+        } else if rec.json == nil, !rec.record.payload.isEmpty {
+            o["text"] = .string(rec.record.payloadText)
+        }
+        var paths: [String] = []
+        func find(_ j: JSONValue, _ p: String) {
+            switch j {
+            case .object(let m): for (k, v) in m.sorted(by: { $0.key < $1.key }) { find(v, p + "." + k) }
+            case .array(let a): for (i, v) in a.enumerated() { find(v, "\(p)[\(i)]") }
+            case .string(let s): if s.contains(Redactor.placeholderPrefix) { paths.append(p) }
+            default: break
+            }
+        }
+        for key in ["json", "text"] { if let v = o[key] { find(v, "$." + key) } }
+        o["redacted"] = .array(paths.map { .string($0) })
+        var text = JSONValue.object(o).prettyText()
+        if Terminal.useColor(args.value("color")) {
+            text = text.replacingAll(Redactor.placeholderPrefix) { "\u{1B}[35m" + $0 + "\u{1B}[0m" }
+        }
+        ctx.stdout.line(text)
+        return .success
+    }
+}
+
+extension String {
+    /// Colours every placeholder (prefix + 16 hex digits).
+    func replacingAll(_ prefix: String, _ paint: (String) -> String) -> String {
+        var out = ""
+        var rest = Substring(self)
+        while let r = rest.range(of: prefix) {
+            out += rest[..<r.lowerBound]
+            let end = rest.index(r.lowerBound, offsetBy: prefix.count + 16, limitedBy: rest.endIndex) ?? rest.endIndex
+            out += paint(String(rest[r.lowerBound..<end]))
+            rest = rest[end...]
+        }
+        return out + rest
+    }
+}
+
+enum StatsCommand {
+    static let spec = CommandSpec(
+        name: "stats",
+        abstract: "Counts, bytes, RPC latencies, generations, reconnects, leases and heartbeat jitter of a trace.",
+        discussion: "Counts and bytes per record kind, message type and event type; RPC latency p50/p90/p99/max per method; per generation: open, registered, closed and why, duration; reconnects; lease renewals, late renewals (> 25 s) and gaps (> 40 s); heartbeat spacing and jitter (standard deviation). Exits 65 on a damaged trace after printing the figures of what could be read.",
+        arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
+        options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let reader: TraceReader
+        switch RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) {
+        case .success(let r): reader = r
+        case .failure(let code): return code
+        }
+        var stats = TraceStats()
+        let error = readAll(reader, label: "stats") { stats.add($0); return true }
+        if args.value("format") == "json" { ctx.stdout.line(stats.json.prettyText()) } else { ctx.stdout.write(stats.text) }
+        if let error { return readFailure(error, ctx) }
+        return .success
+    }
+}
+
+enum TimelineCommand {
+    static let spec = CommandSpec(
+        name: "timeline",
+        abstract: "Draw a trace's timeline (ASCII, or self-contained HTML/SVG) with derived checks.",
+        discussion: "One lane per generation (open, register, registered, heartbeats, RPC spans, close), a lease lane and a recovery lane. Checks printed under the picture: lease renewed late (> 25 s) or after expiry (> 40 s), two live generations at once, a registration that never completed, a timer that fired without being armed. --html writes a page that zooms (wheel, buttons), pans (drag) and shows the frame under the mouse.",
+        arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
+        options: [
+            OptionSpec(long: "html", valueName: "out", help: "Write the HTML page to this file instead of drawing ASCII."),
+            OptionSpec(long: "width", valueName: "columns", help: "Width of the ASCII picture.", defaultValue: "100"),
+            OptionSpec(long: "strict", help: "Exit 1 when a check fails."),
+        ],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        guard let width = Int(args.value("width") ?? ""), (40...1000).contains(width) else {
+            return RelayTraceCommand.usageError(UsageError(message: "--width must be a number of columns from 40 to 1000", commandPath: ["relaytrace", "timeline"]), ctx)
+        }
+        let path = args.positionals["file"] ?? ""
+        let reader: TraceReader
+        switch RelayTraceCommand.openTrace(path, ctx) {
+        case .success(let r): reader = r
+        case .failure(let code): return code
+        }
+        var t = Timeline()
+        let error = readAll(reader, label: "timeline") { t.add($0); return true }
+        t.finish()
+        if let out = args.value("html") {
+            guard let o = openOutput(out, ctx) else { return .ioError }
+            o.write(t.html(title: path == "-" ? "stdin" : path))
+            let code = finishOutput(o, out, ctx)
+            if code != .success { return code }
+            ctx.stdout.line("wrote \(out): \(t.lanes.count) lanes, \(t.checks.count) check(s) failed")
+        } else {
+            ctx.stdout.write(t.ascii(width: width))
+        }
+        if let error { return readFailure(error, ctx) }
+        return args.flag("strict") && !t.checks.isEmpty ? .found : .success
+    }
+}
+
+enum DiffCommand {
+    static let spec = CommandSpec(
+        name: "diff",
+        abstract: "Compare two traces semantically; exit 0 when equal, 1 when they differ.",
+        discussion: "Aligns the k-th generation of A with the k-th of B and compares records in order: kind, channel, direction and payload. JSON is compared as values (key order ignored); redaction placeholders match each other; times are not compared; volatile members are ignored at every depth: \(TraceDiff.volatileKeys.sorted().joined(separator: ", ")). Prints the first difference, then all.",
+        arguments: [ArgumentSpec(name: "a", help: "The first trace."), ArgumentSpec(name: "b", help: "The second trace.")],
+        options: [
+            OptionSpec(long: "ignore", valueName: "keys", help: "More member names to ignore (comma list)."),
+            OptionSpec(long: "max", valueName: "n", help: "Print at most this many differences.", defaultValue: "100"),
+        ],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        guard let limit = Int(args.value("max") ?? ""), limit >= 1 else {
+            return RelayTraceCommand.usageError(UsageError(message: "--max must be a positive number", commandPath: ["relaytrace", "diff"]), ctx)
+        }
+        let d = TraceDiff(ignoring: args.value("ignore").map(FrameFilter.list) ?? [])
+        var sides: [[String: [TraceDiff.Item]]] = []
+        for name in ["a", "b"] {
+            let path = args.positionals[name] ?? ""
+            let reader: TraceReader
+            switch RelayTraceCommand.openTrace(path, ctx) {
+            case .success(let r): reader = r
+            case .failure(let code): return code
+            }
+            do { sides.append(try d.streams(reader)) } catch { return readFailure(error, ctx) }
+        }
+        let diffs = d.compare(sides[0], sides[1])
+        let records = sides.map { $0.values.reduce(0) { $0 + $1.count } }
+        guard let first = diffs.first else {
+            ctx.stdout.line("no differences (\(records[0]) records in A, \(records[1]) in B)")
+            return .success
+        }
+        ctx.stdout.line("first difference: \(first)")
+        ctx.stdout.line("\(diffs.count) difference(s) (\(records[0]) records in A, \(records[1]) in B):")
+        for x in diffs.prefix(limit) { ctx.stdout.line("  \(x)") }
+        if diffs.count > limit { ctx.stdout.line("  ... \(diffs.count - limit) more (--max)") }
+        return .found
+    }
+}
+
+enum ExportCommand {
+    static let spec = CommandSpec(
+        name: "export",
+        abstract: "Export a trace as pcapng (Wireshark/tshark), HAR (Chrome DevTools), JSONL (DuckDB, jq) or Chrome trace-event JSON.",
+        discussion: "pcapng: one interface per transport generation named gen<N> (tshark: frame.interface_name == \"gen2\"), link type 252 exported PDUs for the websocket dissector (tshark -o websocket.text_type:\"As JSON\"). har: one entry per generation with _resourceType websocket and _webSocketMessages. jsonl: the 'frames --format jsonl' lines. chrome-trace: tracks per generation, slices for RPCs, async spans for leases (chrome://tracing, ui.perfetto.dev). Shows a progress line on a terminal.",
+        arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
+        options: [
+            OptionSpec(long: "format", valueName: "format", help: "pcapng, har, jsonl or chrome-trace.", allowed: ["pcapng", "har", "jsonl", "chrome-trace"]),
+            OptionSpec(long: "output", short: "o", valueName: "out", help: "The output file ('-' for stdout)."),
+        ],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let path = ["relaytrace", "export"]
+        guard let format = args.value("format") else {
+            return RelayTraceCommand.usageError(UsageError(message: "Missing expected option '--format <format>'", commandPath: path), ctx)
+        }
+        guard let outPath = args.value("output") else {
+            return RelayTraceCommand.usageError(UsageError(message: "Missing expected option '-o <out>'", commandPath: path), ctx)
+        }
+        let reader: TraceReader
+        switch RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) {
+        case .success(let r): reader = r
+        case .failure(let code): return code
+        }
+        guard let out = openOutput(outPath, ctx) else { return .ioError }
+        let start = unixNanoseconds(rfc3339: reader.header.wallClockStart) ?? 0
+        var error: TraceError?
+        var count = 0
+        switch format {
+        case "pcapng":
+            var x = PcapngExporter(wallClockStartNs: start) { out.write(bytes: $0) }
+            error = readAll(reader, label: "export") { x.add($0); return !out.isBroken }
+            count = x.packets
+        case "har":
+            var x = HARExporter(wallClockStartNs: start)
+            error = readAll(reader, label: "export") { x.add($0); return true }
+            let doc = x.finish()
+            count = doc["log"]?["entries"]?.arrayValue?.count ?? 0
+            out.write(doc.prettyText())
+            out.write("\n")
+        case "chrome-trace":
+            var x = ChromeTraceExporter { out.write(bytes: $0) }
+            error = readAll(reader, label: "export") { x.add($0); count += 1; return !out.isBroken }
+            x.finish()
+        default:
+            var c = RpcCorrelator()
+            error = readAll(reader, label: "export") { r in
+                var rec = r
+                c.correlate(&rec)
+                out.write(bytes: rec.jsonLine.serialized())
+                out.write("\n")
+                count += 1
+                return !out.isBroken
+            }
+        }
+        let code = finishOutput(out, outPath, ctx)
+        if code != .success { return code }
+        if let error { return readFailure(error, ctx) }
+        if outPath != "-" {
+            let unit = ["pcapng": "packets", "har": "entries"][format] ?? "records"
+            ctx.stderr.line("wrote \(outPath): \(count) \(unit)")
+        }
+        return .success
+    }
+}
+
+enum RedactCommand {
+    static let spec = CommandSpec(
+        name: "redact",
+        abstract: "Rewrite a trace with a new redaction key (re-key) and/or more redacted members (strengthen).",
+        discussion: "Every placeholder of IN is mapped to a new placeholder keyed with a fresh random key (equal secrets stay equal; the old key no longer confirms guesses), the values of --keys members become placeholders, and the standard redaction (docs/TRACE_FORMAT.md section 8) is applied with the new key, so a raw trace comes out redacted. OUT must not exist unless --force.",
+        arguments: [ArgumentSpec(name: "in", help: "The trace to read ('-' for stdin)."), ArgumentSpec(name: "out", help: "The trace to write.")],
+        options: [
+            OptionSpec(long: "keys", valueName: "names", help: "More member names to redact (comma list, any case), e.g. deviceId,deviceName."),
+            OptionSpec(long: "keep-key", help: "Keep IN's key and placeholders (only strengthen)."),
+            OptionSpec(long: "force", help: "Overwrite OUT."),
+        ],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let inPath = args.positionals["in"] ?? ""
+        let outPath = args.positionals["out"] ?? ""
+        if inPath == outPath {
+            return RelayTraceCommand.usageError(UsageError(message: "IN and OUT are the same file; write to a new file", commandPath: ["relaytrace", "redact"]), ctx)
+        }
+        let reader: TraceReader
+        switch RelayTraceCommand.openTrace(inPath, ctx) {
+        case .success(let r): reader = r
+        case .failure(let code): return code
+        }
+        let keep = args.flag("keep-key") && reader.header.redaction.policy != .raw
+        let key = keep ? reader.header.redaction.key : Redactor.randomKey()
+        let rewriter = Rekeyer(redactor: Redactor(policy: .hashed, key: key), extraKeys: args.value("keys").map(FrameFilter.list) ?? [], rekey: !keep)
+        var header = reader.header
+        header.client = rewriter.rewrite(json: header.client, key: nil)
+        var options = TraceWriterOptions()
+        options.redaction = .hashed
+        options.redactionKey = key
+        options.overwrite = args.flag("force")
+        let writer: TraceWriter
+        do { writer = try TraceWriter(path: outPath, header: header, options: options) } catch {
+            ctx.stderr.line("Error: \(error.description)")
+            return error.code == .io ? .ioError : .dataError
+        }
+        var written: UInt64 = 0
+        let error = readAll(reader, label: "redact") { rec in
+            var r = rec.record
+            r.payload = rewriter.rewrite(payload: r.payload, kind: r.kind)
+            while writer.queueDepth > options.queueCapacity / 2 { usleep(500) }  // back-pressure: never drop
+            _ = writer.append(r)
+            written += 1
+            return true
+        }
+        let summary: TraceWriterSummary
+        do { summary = try writer.close() } catch {
+            ctx.stderr.line("Error: writing \(outPath) failed: \(error.description)")
+            return .ioError
+        }
+        if let error { return readFailure(error, ctx) }
+        guard summary.dropped == 0 else {
+            ctx.stderr.line("Error: the writer dropped \(summary.dropped) records; \(outPath) is incomplete")
+            return .ioError
+        }
+        ctx.stdout.line("wrote \(outPath): \(written) records, key id \(Redactor(policy: .hashed, key: key).keyID)" + (keep ? " (kept)" : " (new)"))
+        return .success
+    }
+}
+
+enum LintCommand {
+    static let spec = CommandSpec(
+        name: "lint",
+        abstract: "Scan every payload for secrets; exit 1 with their locations when any is found.",
+        discussion: "Finds JWT-shaped strings, bearer credentials, values of secret-named members (authorization, resumeToken, jwt, token...) that are not placeholders, and long random tokens (40+ characters of [A-Za-z0-9_-] mixing upper case, lower case and digits). Placeholders never count. Prints record number, time, kind, JSON path (or text offset), rule and a masked excerpt. Shows a progress line on a terminal.",
+        arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
+        options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let reader: TraceReader
+        switch RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) {
+        case .success(let r): reader = r
+        case .failure(let code): return code
+        }
+        let scanner = SecretScanner()
+        var findings = scanner.scan(json: reader.header.client, kind: "header")
+        var records: UInt64 = 0
+        let error = readAll(reader, label: "lint") { rec in
+            records += 1
+            findings += scanner.scan(rec)
+            return true
+        }
+        if args.value("format") == "json" {
+            let list: [JSONValue] = findings.map {
+                ["rule": .string($0.rule), "record": $0.record.map { .int(Int64(bitPattern: $0)) } ?? .null, "t": .double($0.time.seconds),
+                 "kind": .string($0.kind), "location": .string($0.location), "excerpt": .string($0.excerpt)]
+            }
+            ctx.stdout.line(JSONValue.object(["records": .int(Int64(records)), "findings": .array(list)]).prettyText())
+        } else if findings.isEmpty {
+            ctx.stdout.line("no secrets found in \(records) records")
+        } else {
+            for f in findings { ctx.stdout.line(f.description) }
+            ctx.stdout.line("\(findings.count) secret(s) found in \(records) records")
+        }
+        if let error { return readFailure(error, ctx) }
+        return findings.isEmpty ? .success : .found
+    }
+}
