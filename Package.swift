@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "Trace", targets: ["Trace"]),
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "DevRelay", targets: ["DevRelay"]),
+        .library(name: "WatchLink", targets: ["WatchLink"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -36,6 +37,8 @@ let package = Package(
         .target(name: "Trace", dependencies: ["CZstd", "COpenSSL", "RelayProtocol"], swiftSettings: strict),
         // The development relay and a simulated desktop, sans-IO (PROTOCOL.md behaviour), with fault scripts.
         .target(name: "DevRelay", dependencies: ["RelayProtocol", "COpenSSL"], swiftSettings: strict),
+        // The sans-IO watch <-> phone command and snapshot channels (SPEC Part C).
+        .target(name: "WatchLink", dependencies: ["RelayProtocol"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
@@ -52,6 +55,7 @@ let package = Package(
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
+        .testTarget(name: "WatchLinkTests", dependencies: ["WatchLink", "RelayProtocol"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
