@@ -17,7 +17,7 @@ public struct ConfirmationContext: Sendable, Hashable {
 /// Its numbers are the ones the caller passed (what the crown and screen show at the tap), never the last
 /// snapshot's: a prediction limited to what the lifter already sees. A number that cannot be stated
 /// truthfully is dropped, and the confirmation itself remains.
-public struct Confirmation: Sendable, Hashable, CustomStringConvertible {
+public struct TapConfirmation: Sendable, Hashable, CustomStringConvertible {
     /// The exercise's name.
     public var exerciseName: String
     /// The 1-based set number; nil once the offset goes past the exercise's number of sets.
@@ -49,7 +49,7 @@ public struct Confirmation: Sendable, Hashable, CustomStringConvertible {
         var s = "✓ \(exerciseName)"
         if let n = setNumber { s += " set \(n)" }
         var parts: [String] = []
-        if let w = weightGrams { parts.append(Confirmation.kilograms(w)) }
+        if let w = weightGrams { parts.append(TapConfirmation.kilograms(w)) }
         if let r = reps { parts.append("\(r)") }
         if !parts.isEmpty { s += ": " + parts.joined(separator: " × ") }
         return s

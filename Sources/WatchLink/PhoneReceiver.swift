@@ -195,4 +195,12 @@ public struct Resynchronisation: Sendable, Hashable {
     public var baseline: UInt64
     /// How many buffered commands of the old incarnation were discarded.
     public var discardedBuffered: Int
+
+    /// A resynchronisation report.
+    public init(from: IncarnationToken?, to: IncarnationToken, baseline: UInt64, discardedBuffered: Int) {
+        self.from = from
+        self.to = to
+        self.baseline = baseline
+        self.discardedBuffered = discardedBuffered
+    }
 }

@@ -89,7 +89,7 @@ public struct WatchSender: Sendable {
             return
         }
         if case .completeSet(let entry) = command.payload, let context,
-           let confirmation = Confirmation(completing: entry, in: context) {
+           let confirmation = TapConfirmation(completing: entry, in: context) {
             out.append(.confirm(confirmation))
         }
         out.append(.persist(record))
@@ -204,7 +204,7 @@ public enum WatchInput: Sendable, Hashable {
 /// What the watch sender asks its driver to do.
 public enum WatchAction: Sendable, Hashable {
     /// Show the check mark and play the haptic now (C1, C14).
-    case confirm(Confirmation)
+    case confirm(TapConfirmation)
     /// Store the counter floor (before the number goes on the wire).
     case persist(CounterFloorRecord)
     /// Send a command; `resend` when it went out before under the same number.

@@ -36,7 +36,7 @@ extension Array where Element == WatchAction {
     /// The commands resent.
     var resent: [UInt64] { compactMap { if case .send(let c, true) = $0 { c.sequence } else { nil } } }
     /// The confirmations shown.
-    var confirmations: [Confirmation] { compactMap { if case .confirm(let c) = $0 { c } else { nil } } }
+    var confirmations: [TapConfirmation] { compactMap { if case .confirm(let c) = $0 { c } else { nil } } }
     /// The floors persisted.
     var persisted: [UInt64] { compactMap { if case .persist(let r) = $0 { r.value } else { nil } } }
 }
