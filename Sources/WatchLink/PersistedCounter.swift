@@ -86,10 +86,16 @@ public struct CounterFloorError: Error, Sendable, Hashable, CustomStringConverti
     /// How many bytes were stored.
     public var byteCount: Int
 
+    /// The error for `byteCount` bytes stored under `key`.
+    public init(key: String, byteCount: Int) {
+        self.key = key
+        self.byteCount = byteCount
+    }
+
     /// What, where and what to do.
     public var description: String {
         "stored counter floor '\(key)' is \(byteCount) bytes at offset 0, expected exactly 8 (a big-endian "
-            + "UInt64); delete the key only if no command was sent with it, otherwise restore it from a backup, "
-            + "or seed from the clock and accept that values below it may repeat"
+            + "UInt64); pass nil as the floor (the counter is then seeded from the clock alone, safe unless the "
+            + "clock went backwards) and the next persist overwrites it"
     }
 }
