@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "Capture", targets: ["Capture"]),
         .library(name: "Simulation", targets: ["Simulation"]),
         .library(name: "Inspect", targets: ["Inspect"]),
+        .library(name: "WatchLink", targets: ["WatchLink"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -39,6 +40,8 @@ let package = Package(
         .target(name: "Trace", dependencies: ["CZstd", "COpenSSL", "RelayProtocol"], swiftSettings: strict),
         // The development relay and a simulated desktop, sans-IO (PROTOCOL.md behaviour), with fault scripts.
         .target(name: "DevRelay", dependencies: ["RelayProtocol", "COpenSSL"], swiftSettings: strict),
+        // The sans-IO watch <-> phone command and snapshot channels (SPEC Part C).
+        .target(name: "WatchLink", dependencies: ["RelayProtocol"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
         // The capture layer: the client's inputs and actions as trace records, the recorder, the capturing transport.
@@ -65,6 +68,7 @@ let package = Package(
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
+        .testTarget(name: "WatchLinkTests", dependencies: ["WatchLink", "RelayProtocol"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
