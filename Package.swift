@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "DevRelay", targets: ["DevRelay"]),
         .library(name: "Capture", targets: ["Capture"]),
+        .library(name: "Replay", targets: ["Replay"]),
         .library(name: "Simulation", targets: ["Simulation"]),
         .library(name: "Inspect", targets: ["Inspect"]),
         .library(name: "WatchLink", targets: ["WatchLink"]),
@@ -51,8 +52,10 @@ let package = Package(
         // Trace analyses for the inspection commands: filters, RPC correlation, stats, timeline, diff,
         // exporters (pcapng, HAR, chrome trace), secrets lint.
         .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // Strict replay, stepping, checkpoints, divergence reports.
+        .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -64,6 +67,7 @@ let package = Package(
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "ReplayTests", dependencies: ["Replay", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),

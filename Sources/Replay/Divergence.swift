@@ -1,0 +1,199 @@
+public import RelayClient
+public import RelayProtocol
+public import Trace
+
+/// The first place where the replayed client and the recorded one part ways.
+public struct Divergence: Sendable, Equatable, CustomStringConvertible {
+    /// How they differ.
+    public enum Kind: String, Sendable, Equatable {
+        /// Both did something here, and it differs.
+        case different
+        /// The trace has an action the replayed client did not do.
+        case missing
+        /// The replayed client did something the trace does not have.
+        case extra
+        /// A recorded input does not decode (a damaged or foreign record).
+        case undecodable
+    }
+
+    /// The trace record number where it happened.
+    public var record: Int
+    /// The record's time.
+    public var time: Moment
+    /// The transport generation, where one applies.
+    public var generation: UInt64?
+    /// How they differ.
+    public var kind: Kind
+    /// The recorded side, one line.
+    public var expected: String
+    /// The replayed side, one line.
+    public var actual: String
+    /// The records before it (the divergent one marked `>`).
+    public var context: [String]
+    /// The SPEC rule the differing action belongs to, when it can be told.
+    public var rule: SpecRule?
+
+    /// The member-by-member differences of the two JSON payloads (`$.path: expected X, got Y`), when both
+    /// sides are JSON.
+    public var jsonDifferences: [String] {
+        guard let e = Divergence.json(after: expected), let a = Divergence.json(after: actual) else { return [] }
+        return JSONDiff.differences(e, a)
+    }
+
+    /// A report: where, what was expected, what happened, the JSON diff, the context, the SPEC rule, and
+    /// how to go on.
+    public var description: String {
+        var lines = ["divergence at record #\(record), t=\(time)\(generation.map { ", generation g\($0)" } ?? "") (\(kind.rawValue))"]
+        if let rule { lines.append("  rule:     \(rule)") }
+        lines.append("  expected: \(expected)")
+        lines.append("  actual:   \(actual)")
+        let diff = jsonDifferences
+        if !diff.isEmpty {
+            lines.append("  differences:")
+            lines += diff.prefix(20).map { "    \($0)" }
+        }
+        lines.append("  context:")
+        lines += context.map { "    \($0)" }
+        lines.append("To investigate: relaytrace replay FILE --until \(time.seconds)s --step, or relaytrace show FILE \(record).")
+        return lines.joined(separator: "\n")
+    }
+
+    static func json(after line: String) -> JSONValue? {
+        guard let brace = line.firstIndex(of: "{") else { return nil }
+        return try? JSONValue(parsing: String(line[brace...]))
+    }
+}
+
+/// Differences between two JSON values, by JSONPath.
+public enum JSONDiff {
+    /// Every path where `a` and `b` differ (canonically: `1` equals `1.0`), in a stable order.
+    public static func differences(_ a: JSONValue, _ b: JSONValue, path: String = "$") -> [String] {
+        switch (a, b) {
+        case (.object(let x), .object(let y)):
+            var out: [String] = []
+            for key in Set(x.keys).union(y.keys).sorted() {
+                let p = path + "." + key
+                switch (x[key], y[key]) {
+                case (let u?, let v?): out += differences(u, v, path: p)
+                case (let u?, nil): out.append("\(p): expected \(u.jsonText), missing")
+                case (nil, let v?): out.append("\(p): not expected, got \(v.jsonText)")
+                case (nil, nil): break
+                }
+            }
+            return out
+        case (.array(let x), .array(let y)):
+            var out: [String] = []
+            for i in 0..<max(x.count, y.count) {
+                let p = "\(path)[\(i)]"
+                if i >= x.count { out.append("\(p): not expected, got \(y[i].jsonText)") }
+                else if i >= y.count { out.append("\(p): expected \(x[i].jsonText), missing") }
+                else { out += differences(x[i], y[i], path: p) }
+            }
+            return out
+        default:
+            return a.canonicallyEquals(b) ? [] : ["\(path): expected \(a.jsonText), got \(b.jsonText)"]
+        }
+    }
+}
+
+/// The SPEC rule an action or input belongs to, for failure messages.
+public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
+    /// The SPEC section, e.g. `A6`.
+    public var section: String
+    /// The rule in a few words.
+    public var summary: String
+    /// `A6 heartbeat every 5 s after registration`.
+    public var description: String { "SPEC \(section): \(summary)" }
+
+    /// The rule a record most likely concerns.
+    public static func of(_ r: TraceRecord) -> SpecRule? {
+        switch r.kind {
+        case .transportOpen:
+            return SpecRule(section: "A4", summary: "a socket per generation with the A4 upgrade headers")
+        case .transportClosed:
+            return SpecRule(section: "A5/A9", summary: "closing a generation (failure, path change, background)")
+        case .frameText:
+            guard let json = try? JSONValue(parsing: r.payload), let type = json["type"]?.stringValue else { return nil }
+            switch type {
+            case "register": return SpecRule(section: "A6/A7", summary: "register (1.6 form, stored session and token)")
+            case "heartbeat": return SpecRule(section: "A6", summary: "heartbeat every 5 s after registration")
+            case "rpc.request": return SpecRule(section: "A8", summary: "requests, keys, traceparent, timeouts")
+            case "event":
+                if json["payload"]?["eventType"] == "chat:timeline-interest" {
+                    return SpecRule(section: "A11", summary: "timeline interest renewed every 20 s, re-issued after registration")
+                }
+                return nil
+            default: return nil
+            }
+        case .action, .timerFired:
+            guard let json = try? JSONValue(parsing: r.payload) else { return nil }
+            let name = (json["timer"]?["timer"] ?? json["timer"] ?? json["action"])?.stringValue ?? ""
+            return rule(named: name)
+        default:
+            return nil
+        }
+    }
+
+    static func rule(named name: String) -> SpecRule? {
+        switch name {
+        case "handshake": SpecRule(section: "A6", summary: "handshake timeout 10 s")
+        case "heartbeat": SpecRule(section: "A6", summary: "heartbeat every 5 s after registration")
+        case "watchdog": SpecRule(section: "A6", summary: "watchdog after 15 s without inbound traffic")
+        case "sendRetry", "sendAttempt": SpecRule(section: "A6", summary: "transient send retried after min(0.25 × attempt, 1.5) s")
+        case "reRegister", "clearResume", "storeResume": SpecRule(section: "A7", summary: "resume tokens, invalidResume -> re-register after 0.2 s")
+        case "rpcTimeout", "callCompleted", "callProgress": SpecRule(section: "A8", summary: "pending calls and per-method timeouts")
+        case "epochDeadline", "probe", "foregroundRecovery", "epochOpened", "desktopStatusChanged":
+            SpecRule(section: "A9", summary: "recovery epochs, 90 s window, foreground recovery after 1.5 s")
+        case "interest.renewal", "interest.retry": SpecRule(section: "A11", summary: "lease renewed every 20 s; 4 jittered retries")
+        case "auth.poll", "auth.refresh", "httpRequest": SpecRule(section: "A2", summary: "poll every 2 s (60 max); refresh at max(expiry - 300 s - now, 5 s)")
+        case "reconnect", "connectionFailed", "phaseChanged": SpecRule(section: "A5/A6", summary: "generations, failure and reconnect")
+        default:
+            if name.hasPrefix("ingress.") { SpecRule(section: "A10", summary: "ingress: control events in order, snapshots coalesced, lease checked at delivery") }
+            else if name.hasPrefix("identity.") { SpecRule(section: "A1", summary: "identity gate") }
+            else if name.hasPrefix("region.") { SpecRule(section: "A3", summary: "region persisted before published; attempts bound to their origin") }
+            else if name.hasPrefix("auth.") { SpecRule(section: "A2", summary: "login and token refresh") }
+            else { nil }
+        }
+    }
+}
+
+/// A readable picture of the machine at a point of a replay.
+public struct ReplaySnapshot: Sendable, CustomStringConvertible {
+    /// The machine.
+    public var machine: RelayClientMachine
+    /// The next record.
+    public var position: Int
+    /// The records in the trace.
+    public var records: Int
+
+    /// Phase, generation, pending calls, armed timers, lease, epoch, resume ownership.
+    public var description: String {
+        let m = machine
+        var lines = [
+            "record:     \(position) of \(records)",
+            "time:       \(m.now)",
+            "phase:      \(m.phase)",
+            "generation: \(m.generation.map { $0.description } ?? "none") (last \(m.lastGeneration))",
+            "desktop:    \(m.desktopStatus)",
+            "network:    \(m.networkPath), app \(m.appState.rawValue)\(m.mediaPlaying ? ", media playing" : "")",
+            "resume:     \(m.resumeCredentials == nil ? "no token" : "token held") (ownership \(m.resumeOwnership))",
+        ]
+        if let e = m.epoch {
+            lines.append("epoch:      #\(e.id) (\(e.reason.rawValue)) deadline \(e.deadline), \(e.failedProbes) failed probe(s)")
+        }
+        let calls = m.pendingCalls.all
+        lines.append("calls:      \(calls.count) pending")
+        for c in calls {
+            lines.append("  \(c.callId) \(c.method) id=\(c.requestId) on \(c.sentOn.map { $0.description } ?? "not sent") deadline \(c.deadline)")
+        }
+        let timers = m.armedTimers
+        lines.append("timers:     \(timers.count) armed")
+        for t in timers { lines.append("  \(t.id) at \(t.deadline)") }
+        if let lease = m.interest.lease(for: m.configuration.desktopId) {
+            lines.append("lease:      \(lease.sessionId) since \(lease.since)\(lease.nextRenewal.map { ", renews at \($0)" } ?? "")")
+        } else {
+            lines.append("lease:      none")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

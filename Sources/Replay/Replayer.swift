@@ -1,0 +1,352 @@
+import Capture
+public import RelayClient
+public import RelayProtocol
+public import Trace
+
+/// Where a replay stopped, or why it could not go on.
+public enum ReplayStop: Sendable, Equatable, CustomStringConvertible {
+    /// Every record was replayed and matched.
+    case finished
+    /// The replayed client did something other than the recorded one.
+    case diverged(Divergence)
+    /// A breakpoint or `run(until:)` condition held before this record.
+    case paused(at: Int, reason: String)
+
+    /// One line.
+    public var description: String {
+        switch self {
+        case .finished: "finished: no divergence"
+        case .diverged(let d): "diverged at record \(d.record)"
+        case .paused(let i, let why): "paused before record \(i): \(why)"
+        }
+    }
+}
+
+/// What one ``Replayer/step()`` did.
+public enum ReplayEvent: Sendable, Equatable {
+    /// Fed this input (record index) to the machine; it returned `actions` actions.
+    case fed(record: Int, input: ClientInput, actions: Int)
+    /// A recorded action matched the replayed client's action.
+    case matched(record: Int)
+    /// A record that is neither input nor action (marker, header, writer notice) was passed over.
+    case skipped(record: Int)
+    /// The replay diverged here.
+    case diverged(Divergence)
+}
+
+/// A condition to stop a replay before a record.
+public enum ReplayCondition: Sendable, CustomStringConvertible {
+    /// Stop at the first record at or after this time.
+    case time(Moment)
+    /// Stop before this record index.
+    case record(Int)
+    /// Stop before a frame whose message `type` is this (`rpc.request`, `registered`, ...).
+    case messageType(String)
+    /// Stop before an `rpc.request` (or call input) for this method.
+    case method(String)
+    /// Stop before an `event` frame with this `eventType`.
+    case eventType(String)
+    /// Stop before a record of this timer firing (its JSON name: `heartbeat`, `watchdog`, `interest.renewal`, ...).
+    case timer(String)
+    /// Stop when the machine's state satisfies this, checked before each record.
+    case state(@Sendable (RelayClientMachine) -> Bool, String)
+
+    /// e.g. `method session.list`.
+    public var description: String {
+        switch self {
+        case .time(let t): "time \(t)"
+        case .record(let n): "record \(n)"
+        case .messageType(let t): "message type \(t)"
+        case .method(let m): "method \(m)"
+        case .eventType(let e): "event \(e)"
+        case .timer(let t): "timer \(t)"
+        case .state(_, let what): "state: \(what)"
+        }
+    }
+}
+
+/// Strict replay of a relay-client trace (rr's lesson: record every source of nondeterminism, replay it
+/// exactly, stop at the first divergence).
+///
+/// A fresh ``RelayClientMachine`` is built from the trace header (identity, seed); every recorded input is
+/// fed at its recorded time, and every action the machine returns is encoded exactly as the capture layer
+/// encodes it (``ClientRecordCodec``), redacted with the trace's own key, and compared with the recorded
+/// action records that follow the input: JSON payloads canonically (key order ignored), binary frames byte
+/// for byte. The first difference stops the replay with a ``Divergence`` report.
+///
+/// Stepping: ``step()``, ``run(until:)``, ``breakpoints``, and ``stepBack()`` (the machine is a value type:
+/// a checkpoint every `checkpointInterval` records, then forward again to the record before).
+public final class Replayer {
+    /// The trace's header.
+    public let header: TraceHeader
+    /// Every record of the trace (a replay keeps them in memory: about 200 bytes a record).
+    public let records: [TraceRecord]
+    /// The machine under replay.
+    public private(set) var machine: RelayClientMachine
+    /// The index of the next record to replay.
+    public private(set) var position = 0
+    /// Conditions that pause ``run(until:)`` (and the CLI's `continue`).
+    public var breakpoints: [ReplayCondition] = []
+    /// Records between checkpoints for stepping backward.
+    public let checkpointInterval: Int
+    /// How many records a divergence report shows before the divergent one.
+    public var contextRecords = 8
+    /// The divergence that stopped the replay, if any.
+    public private(set) var divergence: Divergence?
+
+    private let redactor: Redactor
+    private let initialMachine: RelayClientMachine
+    private var pending: [TraceRecord] = []
+    private var pendingHead = 0
+    private var lastInputRecord: Int?
+    private var checkpoints: [Checkpoint] = []
+    private var actionBuffer: [ClientAction] = []
+
+    private struct Checkpoint {
+        var position: Int
+        var machine: RelayClientMachine
+        var pending: [TraceRecord]
+        var lastInputRecord: Int?
+    }
+
+    /// A replayer of `records` under `header`.
+    public init(header: TraceHeader, records: [TraceRecord], checkpointInterval: Int = 512) throws(ReplayError) {
+        self.header = header
+        self.records = records
+        self.checkpointInterval = max(1, checkpointInterval)
+        let configuration: ClientConfiguration
+        do { configuration = try ClientCapture.configuration(from: header) } catch {
+            throw ReplayError(message: "the trace header does not describe a relay client: \(error)")
+        }
+        machine = RelayClientMachine(configuration: configuration)
+        initialMachine = machine
+        redactor = header.redaction.redactor
+        checkpoints.append(Checkpoint(position: 0, machine: machine, pending: [], lastInputRecord: nil))
+    }
+
+    /// A replayer of the trace file at `path` (read whole; a damaged trace replays up to the damage only
+    /// if `allowDamaged`).
+    public convenience init(path: String, allowDamaged: Bool = false, checkpointInterval: Int = 512) throws(ReplayError) {
+        let reader: TraceReader
+        do { reader = try TraceReader(path: path) } catch {
+            throw ReplayError(message: "\(path): \(error.description)", traceError: error)
+        }
+        let (entries, error) = reader.readAll()
+        if let error, !allowDamaged {
+            throw ReplayError(message: "\(path): \(error.description)", traceError: error)
+        }
+        try self.init(header: reader.header, records: entries.map(\.record), checkpointInterval: checkpointInterval)
+    }
+
+    /// Whether every record has been replayed.
+    public var isAtEnd: Bool { position >= records.count }
+
+    // MARK: Stepping
+
+    /// Replays the next record. Returns nil at the end, or once the replay has diverged.
+    @discardableResult
+    public func step() -> ReplayEvent? {
+        guard divergence == nil else { return nil }
+        guard position < records.count else {
+            if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: records.count) }
+            return nil
+        }
+        if position % checkpointInterval == 0, checkpoints.last.map({ $0.position < position }) ?? true {
+            checkpoints.append(Checkpoint(position: position, machine: machine, pending: Array(pending[pendingHead...]),
+                                          lastInputRecord: lastInputRecord))
+        }
+        let index = position
+        let record = records[index]
+        if record.channel != .relay || !isClientRecord(record) {
+            position += 1
+            return .skipped(record: index)
+        }
+        if ClientRecordCodec.isAction(record) {
+            guard pendingHead < pending.count else {
+                return diverge(missing: record, at: index)
+            }
+            let actual = pending[pendingHead]
+            guard Replayer.matches(recorded: record, actual: actual) else {
+                return diverge(expected: record, actual: actual, at: index)
+            }
+            pendingHead += 1
+            position += 1
+            return .matched(record: index)
+        }
+        // An input: everything the previous input produced must have been recorded by now.
+        if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: index) }
+        let input: ClientInput?
+        do { input = try ClientRecordCodec.decodeInput(record) } catch {
+            return setDivergence(Divergence(record: index, time: record.time, generation: record.generation,
+                                            kind: .undecodable, expected: describe(record), actual: "\(error)",
+                                            context: context(before: index), rule: nil))
+        }
+        guard let input else {
+            position += 1
+            return .skipped(record: index)
+        }
+        actionBuffer.removeAll(keepingCapacity: true)
+        machine.handle(input, at: record.time, into: &actionBuffer)
+        pending.removeAll(keepingCapacity: true)
+        pendingHead = 0
+        for a in actionBuffer {
+            for var r in ClientRecordCodec.records(a, at: record.time) {
+                r.payload = redactor.redact(payload: r.payload, kind: r.kind)
+                pending.append(r)
+            }
+        }
+        lastInputRecord = index
+        position += 1
+        return .fed(record: index, input: input, actions: actionBuffer.count)
+    }
+
+    /// Replays until the end, a divergence, or (before a record) one of `conditions` or a breakpoint.
+    /// The record it stops before is not replayed; calling it again continues past it.
+    @discardableResult
+    public func run(until conditions: [ReplayCondition] = []) -> ReplayStop {
+        let all = conditions + breakpoints
+        var first = true
+        while divergence == nil {
+            if !first, position < records.count, let hit = all.first(where: { holds($0, before: position) }) {
+                return .paused(at: position, reason: hit.description)
+            }
+            first = false
+            guard step() != nil else { break }
+        }
+        if let divergence { return .diverged(divergence) }
+        return .finished
+    }
+
+    /// Steps back one record: restores the checkpoint before it and replays forward to just before it.
+    /// Returns false at the start.
+    @discardableResult
+    public func stepBack() -> Bool {
+        guard position > 0 else { return false }
+        seek(to: position - 1)
+        return true
+    }
+
+    /// Moves to just before record `target` (0...records.count) by restoring the nearest checkpoint at or
+    /// before it and replaying forward.
+    public func seek(to target: Int) {
+        let target = min(max(0, target), records.count)
+        let cp = checkpoints.last { $0.position <= target } ?? checkpoints[0]
+        machine = cp.machine
+        position = cp.position
+        pending = cp.pending
+        pendingHead = 0
+        lastInputRecord = cp.lastInputRecord
+        divergence = nil
+        checkpoints.removeAll { $0.position > cp.position }
+        while position < target, step() != nil {}
+    }
+
+    /// Starts again from the first record.
+    public func rewind() {
+        machine = initialMachine
+        position = 0
+        pending = []
+        pendingHead = 0
+        lastInputRecord = nil
+        divergence = nil
+        checkpoints = [Checkpoint(position: 0, machine: machine, pending: [], lastInputRecord: nil)]
+    }
+
+    /// The state of the machine, readable.
+    public var snapshot: ReplaySnapshot { ReplaySnapshot(machine: machine, position: position, records: records.count) }
+
+    // MARK: Matching
+
+    /// Whether a recorded action record and a replayed one say the same: kind, generation and direction
+    /// equal; JSON payloads equal canonically (key order ignored); binary payloads equal byte for byte.
+    public static func matches(recorded: TraceRecord, actual: TraceRecord) -> Bool {
+        guard recorded.kind == actual.kind, recorded.generation == actual.generation,
+              recorded.direction == actual.direction else { return false }
+        if recorded.payload == actual.payload { return true }
+        guard recorded.kind != .frameBinary,
+              let a = try? JSONValue(parsing: recorded.payload), let b = try? JSONValue(parsing: actual.payload) else { return false }
+        return a.canonicallyEquals(b)
+    }
+
+    private func isClientRecord(_ r: TraceRecord) -> Bool {
+        switch r.kind {
+        case .header, .marker, .dropped, .writerStopped, .unknown: false
+        default: true
+        }
+    }
+
+    // MARK: Conditions
+
+    private func holds(_ c: ReplayCondition, before index: Int) -> Bool {
+        let r = records[index]
+        switch c {
+        case .time(let t): return r.time >= t
+        case .record(let n): return index >= n
+        case .messageType(let type):
+            guard r.kind == .frameText else { return false }
+            return (try? JSONValue(parsing: r.payload))?["type"]?.stringValue == type
+        case .method(let m):
+            guard let json = try? JSONValue(parsing: r.payload) else { return false }
+            if r.kind == .frameText { return json["payload"]?["method"]?.stringValue == m && json["type"] == "rpc.request" }
+            if r.kind == .input { return json["input"] == "call" && json["method"]?.stringValue == m }
+            return false
+        case .eventType(let e):
+            guard r.kind == .frameText, let json = try? JSONValue(parsing: r.payload), json["type"] == "event" else { return false }
+            return json["payload"]?["eventType"]?.stringValue == e
+        case .timer(let name):
+            guard r.kind == .timerFired else { return false }
+            return (try? JSONValue(parsing: r.payload))?["timer"]?.stringValue == name
+        case .state(let predicate, _):
+            return predicate(machine)
+        }
+    }
+
+    // MARK: Divergence
+
+    private func diverge(expected: TraceRecord, actual: TraceRecord, at index: Int) -> ReplayEvent {
+        setDivergence(Divergence(record: index, time: expected.time, generation: expected.generation ?? actual.generation,
+                                 kind: .different, expected: describe(expected), actual: describe(actual),
+                                 context: context(before: index), rule: SpecRule.of(expected) ?? SpecRule.of(actual)))
+    }
+
+    private func diverge(missing recorded: TraceRecord, at index: Int) -> ReplayEvent {
+        setDivergence(Divergence(record: index, time: recorded.time, generation: recorded.generation, kind: .missing,
+                                 expected: describe(recorded), actual: "(nothing: the replayed client did not do this)",
+                                 context: context(before: index), rule: SpecRule.of(recorded)))
+    }
+
+    private func diverge(extra actual: TraceRecord, at index: Int) -> ReplayEvent {
+        setDivergence(Divergence(record: index, time: actual.time, generation: actual.generation, kind: .extra,
+                                 expected: "(nothing: the trace has no such action here)", actual: describe(actual),
+                                 context: context(before: index), rule: SpecRule.of(actual)))
+    }
+
+    private func setDivergence(_ d: Divergence) -> ReplayEvent {
+        divergence = d
+        return .diverged(d)
+    }
+
+    private func context(before index: Int) -> [String] {
+        let from = max(0, index - contextRecords)
+        return (from..<min(index + 1, records.count)).map { "\($0 == index ? ">" : " ") #\($0) \(describe(records[$0]))" }
+    }
+
+    func describe(_ r: TraceRecord) -> String {
+        var head = "\(r.time) \(r.kind)"
+        if let g = r.generation { head += " g\(g)" }
+        if let d = r.direction { head += " \(d)" }
+        if r.kind == .frameBinary { return head + " \(r.payload.count) bytes" }
+        let text = r.payloadText
+        return text.isEmpty ? head : head + " " + text
+    }
+}
+
+/// A replay that cannot start: the trace is unreadable or is not a relay-client trace.
+public struct ReplayError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong.
+    public var message: String
+    /// The trace error underneath, if any.
+    public var traceError: TraceError?
+    /// The message.
+    public var description: String { message }
+}

@@ -1,0 +1,122 @@
+import Capture
+import Foundation
+import RelayClient
+import RelayProtocol
+import Replay
+import Simulation
+import Testing
+import Trace
+
+/// Writes a scenario's trace into a temp file and returns its path.
+func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil) throws -> String {
+    let scenario = try #require(Scenario.named(name))
+    let path = FileManager.default.temporaryDirectory
+        .appendingPathComponent("replay-\(name)-\(seed)-\(UInt64.random(in: 0...UInt64.max)).rtrace").path
+    _ = try ScenarioRunner.simulate(scenario, seed: seed, duration: duration, path: path)
+    return path
+}
+
+@Suite struct StrictReplayTests {
+    @Test(arguments: Scenario.all.map(\.name))
+    func everyScenarioReplaysStrictlyWithNoDivergence(name: String) throws {
+        let path = try simulatedTrace(name)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let replayer = try Replayer(path: path)
+        let stop = replayer.run()
+        #expect(stop == .finished, "\(replayer.divergence?.description ?? "")")
+        #expect(replayer.isAtEnd)
+    }
+
+    @Test func aChangedClientDivergesAtTheFirstRecordItChangesWithAClearReport() throws {
+        let path = try simulatedTrace("lease")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try TraceReader(path: path)
+        var records = reader.readAll().entries.map(\.record)
+        // Tamper with the recorded renewal deadline, as if the client had used another constant.
+        let index = try #require(records.firstIndex { r in
+            guard r.kind == .action, let j = try? JSONValue(parsing: r.payload) else { return false }
+            return j["action"] == "armTimer" && j["timer"]?["timer"] == "interest.renewal"
+        })
+        var json = try JSONValue(parsing: records[index].payload)
+        guard case .object(var o) = json, let d = o["deadline"]?.intValue else { Issue.record("no deadline"); return }
+        o["deadline"] = .int(d + 5_000_000_000)
+        json = .object(o)
+        records[index].payload = json.serialized()
+        let replayer = try Replayer(header: reader.header, records: records)
+        guard case .diverged(let divergence) = replayer.run() else {
+            Issue.record("a changed interest renewal must diverge")
+            return
+        }
+        #expect(divergence.record == index)
+        #expect(divergence.kind == .different)
+        #expect(divergence.rule?.section == "A11")
+        #expect(divergence.jsonDifferences == ["$.deadline: expected \(d + 5_000_000_000), got \(d)"])
+        let report = divergence.description
+        #expect(report.contains("record #\(index)"))
+        #expect(report.contains("context:"))
+        #expect(report.contains("SPEC A11"))
+    }
+
+    @Test func aMissingActionAndAnExtraActionAreBothReported() throws {
+        let path = try simulatedTrace("background")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try TraceReader(path: path)
+        let records = reader.readAll().entries.map(\.record)
+        let heartbeat = try #require(records.firstIndex { $0.kind == .frameText && $0.direction == .outbound && $0.payloadText.contains("heartbeat") })
+        var withoutHeartbeat = records
+        withoutHeartbeat.remove(at: heartbeat)
+        let r1 = try Replayer(header: reader.header, records: withoutHeartbeat)
+        guard case .diverged(let extra) = r1.run() else { Issue.record("must diverge"); return }
+        #expect(extra.kind == .extra || extra.kind == .different)
+        #expect(extra.actual.contains("heartbeat"))
+
+        var withDuplicate = records
+        withDuplicate.insert(records[heartbeat], at: heartbeat + 1)
+        let r2 = try Replayer(header: reader.header, records: withDuplicate)
+        guard case .diverged(let missing) = r2.run() else { Issue.record("must diverge"); return }
+        #expect(missing.record == heartbeat + 1)
+    }
+
+    @Test func stepsForwardAndBackwardVisitTheSameStatesInReverse() throws {
+        let path = try simulatedTrace("handover")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let replayer = try Replayer(path: path, checkpointInterval: 16)
+        var forward: [String] = ["\(replayer.snapshot)"]
+        while replayer.step() != nil { forward.append("\(replayer.snapshot)") }
+        #expect(replayer.divergence == nil)
+        #expect(forward.count > 50)
+        var backward: [String] = ["\(replayer.snapshot)"]
+        while replayer.stepBack() { backward.append("\(replayer.snapshot)") }
+        #expect(backward == forward.reversed())
+    }
+
+    @Test func runUntilStopsBeforeTheFirstMatchingRecord() throws {
+        let path = try simulatedTrace("invalid-resume")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let replayer = try Replayer(path: path)
+        guard case .paused(let at, _) = replayer.run(until: [.timer("reRegister")]) else { Issue.record("must pause"); return }
+        let fired = replayer.records[at]
+        #expect(fired.kind == .timerFired)
+        // The re-register fires 0.2 s after the invalidResume arrived.
+        let refusal = try #require(replayer.records[..<at].last { $0.kind == .frameText && $0.payloadText.contains("invalidResume") })
+        #expect(fired.time - refusal.time == .milliseconds(200))
+        #expect(replayer.machine.resumeCredentials == nil, "the token was dropped before the re-register")
+        #expect(replayer.run() == .finished)
+    }
+
+    @Test func breakpointsOnMethodsAndStatePause() throws {
+        let path = try simulatedTrace("tour")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let replayer = try Replayer(path: path)
+        replayer.breakpoints = [.method("session.update")]
+        guard case .paused(let at, let why) = replayer.run() else { Issue.record("must pause"); return }
+        #expect(why == "method session.update")
+        #expect(replayer.records[at].payloadText.contains("session.update"))
+        replayer.breakpoints = [.state({ $0.networkPath == .satisfied(.cellular) }, "on cellular")]
+        guard case .paused(_, let why2) = replayer.run() else { Issue.record("must pause on cellular"); return }
+        #expect(why2 == "state: on cellular")
+        #expect(replayer.machine.networkPath == .satisfied(.cellular))
+        replayer.breakpoints = []
+        #expect(replayer.run() == .finished)
+    }
+}
