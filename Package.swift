@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "DevRelay", targets: ["DevRelay"]),
         .library(name: "Capture", targets: ["Capture"]),
         .library(name: "Replay", targets: ["Replay"]),
+        .library(name: "ReplayTesting", targets: ["ReplayTesting"]),
         .library(name: "Simulation", targets: ["Simulation"]),
         .library(name: "Inspect", targets: ["Inspect"]),
         .library(name: "WatchLink", targets: ["WatchLink"]),
@@ -54,6 +55,8 @@ let package = Package(
         .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // Strict replay, stepping, checkpoints, divergence reports.
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        // Swift Testing helpers for replaying traces in users' test targets.
+        .target(name: "ReplayTesting", dependencies: ["Replay"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
         .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
@@ -67,7 +70,7 @@ let package = Package(
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "ReplayTests", dependencies: ["Replay", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),

@@ -101,6 +101,10 @@ public final class Replayer {
     private var lastInputRecord: Int?
     private var checkpoints: [Checkpoint] = []
     private var actionBuffer: [ClientAction] = []
+    /// The record a `run` last paused before, and the conditions that held there: running again from that
+    /// pause passes those conditions (but stops for any other condition that holds there).
+    private var pausedAt: Int?
+    private var pausedHits: Set<String> = []
 
     private struct Checkpoint {
         var position: Int
@@ -201,16 +205,22 @@ public final class Replayer {
     }
 
     /// Replays until the end, a divergence, or (before a record) one of `conditions` or a breakpoint.
-    /// The record it stops before is not replayed; calling it again continues past it.
+    /// The record it stops before is not replayed; calling it again from that same pause continues past
+    /// it (a new condition that holds for the record right here, when not paused here, stops at once).
     @discardableResult
     public func run(until conditions: [ReplayCondition] = []) -> ReplayStop {
         let all = conditions + breakpoints
-        var first = true
         while divergence == nil {
-            if !first, position < records.count, let hit = all.first(where: { holds($0, before: position) }) {
-                return .paused(at: position, reason: hit.description)
+            if position < records.count {
+                let passed = position == pausedAt ? pausedHits : []
+                let hits = all.filter { !passed.contains($0.description) && holds($0, before: position) }
+                if let hit = hits.first {
+                    if pausedAt != position { pausedHits = [] }
+                    pausedAt = position
+                    pausedHits.formUnion(hits.map(\.description))
+                    return .paused(at: position, reason: hit.description)
+                }
             }
-            first = false
             guard step() != nil else { break }
         }
         if let divergence { return .diverged(divergence) }
@@ -230,6 +240,7 @@ public final class Replayer {
     /// before it and replaying forward.
     public func seek(to target: Int) {
         let target = min(max(0, target), records.count)
+        pausedAt = nil
         let cp = checkpoints.last { $0.position <= target } ?? checkpoints[0]
         machine = cp.machine
         position = cp.position
@@ -243,6 +254,7 @@ public final class Replayer {
 
     /// Starts again from the first record.
     public func rewind() {
+        pausedAt = nil
         machine = initialMachine
         position = 0
         pending = []
@@ -331,7 +343,8 @@ public final class Replayer {
         return (from..<min(index + 1, records.count)).map { "\($0 == index ? ">" : " ") #\($0) \(describe(records[$0]))" }
     }
 
-    func describe(_ r: TraceRecord) -> String {
+    /// One line for a record: time, kind, generation, direction, payload text (binary: its size).
+    public func describe(_ r: TraceRecord) -> String {
         var head = "\(r.time) \(r.kind)"
         if let g = r.generation { head += " g\(g)" }
         if let d = r.direction { head += " \(d)" }
@@ -347,6 +360,11 @@ public struct ReplayError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The trace error underneath, if any.
     public var traceError: TraceError?
+    /// Creates an error.
+    public init(message: String, traceError: TraceError? = nil) {
+        self.message = message
+        self.traceError = traceError
+    }
     /// The message.
     public var description: String { message }
 }

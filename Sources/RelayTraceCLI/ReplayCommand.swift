@@ -1,0 +1,200 @@
+import DevRelay
+import Foundation
+import RelayClient
+import RelayProtocol
+import Replay
+import Trace
+
+/// `relaytrace replay`: strict replay, stepping and breakpoints.
+enum ReplayCommand {
+    static let spec = CommandSpec(
+        name: "replay",
+        abstract: "Replay a trace into the relay client machine and report the first divergence.",
+        discussion: """
+            Builds a fresh client from the trace header, feeds every recorded input at its recorded time on \
+            a virtual clock, and compares every action with the recorded one (JSON canonically, binary byte \
+            for byte). Exit 0 when the replay matches the trace to the end, 1 at the first divergence (the \
+            report names the record, time, generation, the SPEC rule, the JSON differences and the records \
+            before it).
+            Break expressions (comma-separated): time=T (e.g. time=1m30s), record=N, type=T (message type, \
+            e.g. registered), method=M, event=E, timer=NAME (e.g. heartbeat, interest.renewal), phase=P \
+            (registered, connecting, suspended...), gen=N (the current generation).
+            --step reads commands from stdin (a terminal or a pipe): next [N], continue, back [N], break EXPR, \
+            delete, state, timers, frames [N], where, quit.
+            """,
+        arguments: [ArgumentSpec(name: "file", help: "The trace file.")],
+        options: [
+            OptionSpec(long: "until", valueName: "time", help: "Stop before the first record at or after this time and print the state."),
+            OptionSpec(long: "break", valueName: "expr", help: "Pause before records matching these expressions (with --step: the prompt; without: print the state and stop)."),
+            OptionSpec(long: "step", help: "Step interactively; commands come from stdin."),
+        ],
+        run: { args, ctx in run(args, ctx) })
+
+    static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let path = args.positionals["file"] ?? ""
+        let command = ["relaytrace", "replay"]
+        var conditions: [ReplayCondition] = []
+        if let until = args.value("until") {
+            guard let ns = FaultScript.parseDuration(until) ?? seconds(until) else {
+                return RelayTraceCommand.usageError(UsageError(message: "--until '\(until)' is not a time; write e.g. 12.5, 90s, 1m30s", commandPath: command), ctx)
+            }
+            conditions.append(.time(Moment(nanoseconds: ns)))
+        }
+        var breakpoints: [ReplayCondition] = []
+        if let text = args.value("break") {
+            do throws(UsageError) {
+                breakpoints = try parseBreakpoints(text, commandPath: command)
+            } catch {
+                return RelayTraceCommand.usageError(error, ctx)
+            }
+        }
+        let replayer: Replayer
+        do throws(ReplayError) {
+            replayer = try Replayer(path: path)
+        } catch {
+            ctx.stderr.line("Error: \(error.message)")
+            if let t = error.traceError { return RelayTraceCommand.exitCode(for: t) }
+            return .dataError
+        }
+        replayer.breakpoints = breakpoints
+        if args.flag("step") {
+            return interactive(replayer, ctx)
+        }
+        let stop = replayer.run(until: conditions)
+        switch stop {
+        case .finished:
+            ctx.stdout.line("replayed \(replayer.records.count) records: no divergence (\(replayer.machine.lastGeneration.rawValue) generation(s), ended \(replayer.machine.phase))")
+            return .success
+        case .paused(let at, let why):
+            ctx.stdout.line("paused before record #\(at) (\(why))")
+            ctx.stdout.line(replayer.snapshot.description)
+            return .success
+        case .diverged(let d):
+            ctx.stdout.line(d.description)
+            return .found
+        }
+    }
+
+    static func seconds(_ text: String) -> Int64? {
+        guard let s = Double(text), s >= 0, s < 1e9 else { return nil }
+        return Int64((s * 1e9).rounded())
+    }
+
+    /// Parses `time=T,record=N,type=T,method=M,event=E,timer=NAME,phase=P,gen=N`.
+    static func parseBreakpoints(_ text: String, commandPath: [String]) throws(UsageError) -> [ReplayCondition] {
+        var out: [ReplayCondition] = []
+        for part in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !part.isEmpty {
+            let kv = part.split(separator: "=", maxSplits: 1).map(String.init)
+            guard kv.count == 2, !kv[1].isEmpty else {
+                throw UsageError(message: "break expression '\(part)' is not key=value (time=, record=, type=, method=, event=, timer=, phase=, gen=)", commandPath: commandPath)
+            }
+            let (key, value) = (kv[0], kv[1])
+            switch key {
+            case "time", "t":
+                guard let ns = FaultScript.parseDuration(value) ?? seconds(value) else {
+                    throw UsageError(message: "break time '\(value)' is not a time", commandPath: commandPath)
+                }
+                out.append(.time(Moment(nanoseconds: ns)))
+            case "record":
+                guard let n = Int(value), n >= 0 else { throw UsageError(message: "break record '\(value)' is not a record number", commandPath: commandPath) }
+                out.append(.record(n))
+            case "type": out.append(.messageType(value))
+            case "method": out.append(.method(value))
+            case "event": out.append(.eventType(value))
+            case "timer": out.append(.timer(value))
+            case "phase":
+                out.append(.state({ m in phaseName(m.phase) == value }, "phase \(value)"))
+            case "gen":
+                guard let g = UInt64(value) else { throw UsageError(message: "break gen '\(value)' is not a generation number", commandPath: commandPath) }
+                out.append(.state({ m in m.generation?.rawValue == g }, "generation \(g)"))
+            default:
+                throw UsageError(message: "unknown break key '\(key)' (time, record, type, method, event, timer, phase, gen)", commandPath: commandPath)
+            }
+        }
+        return out
+    }
+
+    static func phaseName(_ p: ConnectionPhase) -> String {
+        switch p {
+        case .idle: "idle"
+        case .connecting: "connecting"
+        case .registering: "registering"
+        case .registered: "registered"
+        case .waitingToReconnect: "waitingToReconnect"
+        case .suspended: "suspended"
+        case .stopped: "stopped"
+        }
+    }
+
+    // MARK: Interactive
+
+    static func interactive(_ r: Replayer, _ ctx: CLIContext) -> ExitCode {
+        let out = ctx.stdout
+        out.line("replaying \(r.records.count) records; 'help' lists the commands")
+        func prompt() {
+            let t = r.position < r.records.count ? r.records[r.position].time : r.machine.now
+            out.write("(replay #\(r.position) t=\(t)) ")
+            out.flush()
+        }
+        func showNext() {
+            if r.position < r.records.count { out.line("next: #\(r.position) \(r.describe(r.records[r.position]))") }
+            else { out.line("at the end of the trace") }
+        }
+        func report(_ stop: ReplayStop) {
+            switch stop {
+            case .finished: out.line("finished: no divergence")
+            case .paused(let at, let why): out.line("paused before #\(at): \(why)")
+            case .diverged(let d): out.line(d.description)
+            }
+        }
+        showNext()
+        prompt()
+        while let line = readLine() {
+            let words = line.split(separator: " ").map(String.init)
+            let n = words.count > 1 ? max(1, Int(words[1]) ?? 1) : 1
+            switch words.first ?? "next" {
+            case "n", "next", "s", "step":
+                for _ in 0..<n {
+                    guard let e = r.step() else { break }
+                    if case .diverged(let d) = e { out.line(d.description); break }
+                }
+                showNext()
+            case "c", "continue":
+                report(r.run())
+                showNext()
+            case "b", "back":
+                for _ in 0..<n { if !r.stepBack() { break } }
+                showNext()
+            case "break":
+                do throws(UsageError) {
+                    r.breakpoints += try parseBreakpoints(words.dropFirst().joined(separator: " "), commandPath: ["break"])
+                    out.line("breakpoints: " + r.breakpoints.map { $0.description }.joined(separator: "; "))
+                } catch {
+                    out.line("error: \(error.message)")
+                }
+            case "delete":
+                r.breakpoints = []
+                out.line("breakpoints cleared")
+            case "state":
+                out.line(r.snapshot.description)
+            case "timers":
+                let timers = r.machine.armedTimers
+                out.line(timers.isEmpty ? "no timers armed" : timers.map { "\($0.id) at \($0.deadline)" }.joined(separator: "\n"))
+            case "frames":
+                let end = min(r.records.count, r.position + (words.count > 1 ? n : 10))
+                for i in r.position..<end { out.line("#\(i) \(r.describe(r.records[i]))") }
+            case "where":
+                showNext()
+            case "q", "quit", "exit":
+                return r.divergence == nil ? .success : .found
+            case "help", "?":
+                out.line("next [N], continue, back [N], break EXPR, delete, state, timers, frames [N], where, quit")
+            default:
+                out.line("unknown command '\(words.first ?? "")'; 'help' lists the commands")
+            }
+            prompt()
+        }
+        out.line("")
+        return r.divergence == nil ? .success : .found
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import RelayProtocol
+import Testing
+import Trace
+
+/// `relaytrace simulate` and `relaytrace replay`, run as a user would.
+@Suite struct ReplayAndSimulateCommandTests {
+    @Test func simulateWritesAVerifiableTraceAndTheSameBytesForTheSameSeed() throws {
+        let a = tempPath("rtrace"), b = tempPath("rtrace")
+        defer {
+            try? FileManager.default.removeItem(atPath: a)
+            try? FileManager.default.removeItem(atPath: b)
+        }
+        let r = try relaytrace(["simulate", "--scenario", "lease", "--seed", "5", "-o", a])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("simulated lease"))
+        #expect(r.stdout.contains("next: relaytrace info"))
+        #expect(try relaytrace(["verify", a]).status == 0)
+        #expect(try relaytrace(["simulate", "--scenario", "lease", "--seed", "5", "-o", b]).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: a)) == Data(contentsOf: URL(fileURLWithPath: b)))
+    }
+
+    @Test func simulateUsageErrors() throws {
+        for args in [["simulate", "--scenario", "nope"], ["simulate", "--duration", "soon"], ["simulate", "--seed", "-1"]] {
+            let r = try relaytrace(args)
+            #expect(r.status == 64, "\(args)")
+            #expect(r.stderr.contains("Error:"))
+        }
+        let missing = try relaytrace(["simulate", "--faults", "/nonexistent/faults", "-o", tempPath("rtrace")])
+        #expect(missing.status == 66)
+        let badFaults = tempPath("faults")
+        try "at soon relay restart\n".write(toFile: badFaults, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: badFaults) }
+        let bad = try relaytrace(["simulate", "--faults", badFaults, "-o", tempPath("rtrace")])
+        #expect(bad.status == 65)
+        #expect(bad.stderr.contains("line 1"))
+    }
+
+    @Test func replayExitsZeroOnAMatchingTraceAndOneOnADivergence() throws {
+        let path = tempPath("rtrace")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try relaytrace(["simulate", "--scenario", "invalid-resume", "-o", path]).status == 0)
+        let ok = try relaytrace(["replay", path])
+        #expect(ok.status == 0)
+        #expect(ok.stdout.contains("no divergence"))
+
+        // Change one recorded action: the replay must stop there with a report.
+        let reader = try TraceReader(path: path)
+        let entries = reader.readAll().entries
+        let target = try #require(entries.first { $0.record.kind == .action && $0.record.payloadText.contains("\"reRegister\"") && $0.record.payloadText.contains("armTimer") })
+        let tampered = tempPath("rtrace")
+        defer { try? FileManager.default.removeItem(atPath: tampered) }
+        var options = TraceWriterOptions()
+        options.redactionKey = reader.header.redaction.key
+        let writer = try TraceWriter(path: tampered, header: reader.header, options: options)
+        for e in entries {
+            var r = e.record
+            if e.number == target.number { r.payload = Array(r.payloadText.replacingOccurrences(of: "265000000", with: "300000000").utf8) }
+            writer.append(r)
+        }
+        _ = try writer.close()
+        let diverged = try relaytrace(["replay", tampered])
+        #expect(diverged.status == 1)
+        #expect(diverged.stdout.contains("divergence at record #\(target.number)"))
+        #expect(diverged.stdout.contains("SPEC A7"))
+        #expect(diverged.stdout.contains("$.deadline: expected 300000000, got 265000000"))
+    }
+
+    @Test func replayStepIsDrivableThroughAPipe() throws {
+        let path = tempPath("rtrace")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try relaytrace(["simulate", "--scenario", "invalid-resume", "-o", path]).status == 0)
+        let r = try sh("printf 'next 3\\nbreak timer=reRegister\\ncontinue\\nstate\\nback 2\\ntimers\\ncontinue\\ncontinue\\nquit\\n' | \"$RT\" replay '\(path)' --step")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("paused before #18: timer reRegister"))
+        #expect(r.stdout.contains("phase:      registering(g1)"))
+        #expect(r.stdout.contains("reRegister(g1) at 0.265s"))
+        #expect(r.stdout.contains("finished: no divergence"))
+    }
+
+    @Test func replayUntilPrintsTheStateThere() throws {
+        let path = tempPath("rtrace")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try relaytrace(["simulate", "--scenario", "lease", "-o", path]).status == 0)
+        let r = try relaytrace(["replay", path, "--until", "30s"])
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("lease:      sess-lease"))
+        #expect(try relaytrace(["replay", path, "--break", "colour=blue"]).status == 64)
+        #expect(try relaytrace(["replay", "/nonexistent.rtrace"]).status == 66)
+    }
+}
