@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "Trace", targets: ["Trace"]),
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "DevRelay", targets: ["DevRelay"]),
+        .library(name: "Net", targets: ["Net"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -38,6 +39,8 @@ let package = Package(
         .target(name: "DevRelay", dependencies: ["RelayProtocol", "COpenSSL"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
+        .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
         .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
@@ -52,6 +55,7 @@ let package = Package(
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
+        .testTarget(name: "NetTests", dependencies: ["Net", "WebSocket"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
