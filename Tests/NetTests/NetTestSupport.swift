@@ -120,8 +120,7 @@ func echoHandler(_ events: Recorder<WebSocketEvent>) -> @Sendable (WebSocketChan
             case .text(let text) where text.hasPrefix("close:"):
                 let parts = text.split(separator: ":", maxSplits: 2).map(String.init)
                 let code = WebSocketCloseCode(UInt16(parts[1]) ?? 1000)
-                _ = try? channel.close(code: code, reason: parts.count > 2 ? parts[2] : "")
-                return
+                try? channel.close(code: code, reason: parts.count > 2 ? parts[2] : "")
             case .text(let text) where text.hasPrefix("ping:"):
                 try? channel.ping(Array(text.dropFirst(5).utf8))
             case .pong(let payload):
