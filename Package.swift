@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "Simulation", targets: ["Simulation"]),
         .library(name: "Inspect", targets: ["Inspect"]),
         .library(name: "WatchLink", targets: ["WatchLink"]),
+        .library(name: "Net", targets: ["Net"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -57,6 +58,8 @@ let package = Package(
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
         .target(name: "ReplayTesting", dependencies: ["Replay"], swiftSettings: strict),
+        // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
+        .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
         .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
@@ -76,6 +79,7 @@ let package = Package(
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
         .testTarget(name: "WatchLinkTests", dependencies: ["WatchLink", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "NetTests", dependencies: ["Net", "WebSocket"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
