@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "DevRelay", targets: ["DevRelay"]),
         .library(name: "Capture", targets: ["Capture"]),
         .library(name: "Replay", targets: ["Replay"]),
+        .library(name: "Runtime", targets: ["Runtime"]),
         .library(name: "ReplayTesting", targets: ["ReplayTesting"]),
         .library(name: "Simulation", targets: ["Simulation"]),
         .library(name: "Inspect", targets: ["Inspect"]),
@@ -56,12 +57,15 @@ let package = Package(
         .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // Strict replay, stepping, checkpoints, divergence reports.
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
+        // development relay + simulated desktop behind a real server socket.
+        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
         .target(name: "ReplayTesting", dependencies: ["Replay"], swiftSettings: strict),
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -73,6 +77,7 @@ let package = Package(
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "RuntimeTests", dependencies: ["Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay"], swiftSettings: strict),

@@ -202,21 +202,7 @@ public struct Simulation {
     }
 
     private mutating func clientFault(_ f: ClientFault) {
-        switch f {
-        case .path(.wifi): feedClient(.networkPath(.satisfied(.wifi)))
-        case .path(.cellular): feedClient(.networkPath(.satisfied(.cellular)))
-        case .path(.none): feedClient(.networkPath(.unsatisfied))
-        case .app(.background):
-            if client.appState == .active { feedClient(.appState(.inactive)) }
-            feedClient(.appState(.background))
-        case .app(.inactive): feedClient(.appState(.inactive))
-        case .app(.active): feedClient(.appState(.active))
-        case .app(.foreground):
-            feedClient(.appState(.inactive))
-            feedClient(.appState(.active))
-        case .media(let on): feedClient(.desktopMediaPlaying(on))
-        case .pushDesktopOnline: feedClient(.push(.desktopOnline(desktopId: client.configuration.desktopId)))
-        }
+        for input in f.clientInputs(desktopId: client.configuration.desktopId, appState: client.appState) { feedClient(input) }
     }
 
     // MARK: The client
@@ -373,5 +359,23 @@ public struct Simulation {
         let rest = url[schemeEnd.upperBound...]
         guard let slash = rest.firstIndex(of: "/") else { return "/" }
         return String(rest[slash...])
+    }
+}
+
+extension ClientFault {
+    /// The inputs a driver feeds the client for this directive (`app background` from the foreground goes
+    /// through `inactive`; `app foreground` is `inactive` then `active`), given the app's current state.
+    public func clientInputs(desktopId: String, appState: AppState) -> [ClientInput] {
+        switch self {
+        case .path(.wifi): [.networkPath(.satisfied(.wifi))]
+        case .path(.cellular): [.networkPath(.satisfied(.cellular))]
+        case .path(.none): [.networkPath(.unsatisfied)]
+        case .app(.background): appState == .active ? [.appState(.inactive), .appState(.background)] : [.appState(.background)]
+        case .app(.inactive): [.appState(.inactive)]
+        case .app(.active): [.appState(.active)]
+        case .app(.foreground): [.appState(.inactive), .appState(.active)]
+        case .media(let on): [.desktopMediaPlaying(on)]
+        case .pushDesktopOnline: [.push(.desktopOnline(desktopId: desktopId))]
+        }
     }
 }

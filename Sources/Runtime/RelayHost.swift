@@ -1,0 +1,278 @@
+public import DevRelay
+public import Net
+import RelayProtocol
+import Synchronization
+import WebSocket
+
+/// The development relay and the simulated desktop behind a real server socket (`relaytrace relay`): any
+/// client (python, the iOS app in a simulator, `relaytrace capture`) can register, resume, call and
+/// receive events as against the real relay (PROTOCOL.md), with faults on cue.
+///
+/// Socket threads post what they read to one serial loop, which alone runs the relay and desktop
+/// machines and performs their actions; an upgrade waits for the relay's decision (401 for a bad bearer,
+/// 101 otherwise). Logs one line per connection event.
+public final class RelayHost: Sendable {
+    /// The URL clients connect to, e.g. `ws://127.0.0.1:54321/ws/device-link`.
+    public let url: String
+    /// The bound port.
+    public let port: UInt16
+    private let core: RelayHostCore
+    private let server: WebSocketServer
+
+    /// Listens on `host:port` (0: an ephemeral port) with `tls` (nil: plain `ws`), starts the desktop, and
+    /// applies `faults` (relay and desktop directives; client directives are logged and skipped).
+    /// `wallClockOrigin` is the Unix time in milliseconds that the relay's timestamps count from.
+    public init(host: String = "127.0.0.1", port: UInt16 = 0, tls: TLSServerContext? = nil,
+                faults: FaultScript = FaultScript(directives: []), seed: UInt64 = 1, wallClockOrigin: Int64,
+                log: @escaping @Sendable (String) -> Void = { _ in }) throws(NetError) {
+        let core = RelayHostCore(seed: seed, wallClockOrigin: wallClockOrigin, log: log)
+        try core.startLoop()
+        self.core = core
+        server = try WebSocketServer(
+            host: host, port: port, tls: tls, log: { log($0) },
+            decide: { request in core.decide(request) },
+            handler: { channel, request in core.serve(channel, request) })
+        self.port = server.port
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        url = "\(tls == nil ? "ws" : "wss")://\(shownHost):\(server.port)\(RelayConstants.devicePath)"
+        core.begin(faults: faults)
+    }
+
+    /// Stops accepting, closes every connection and stops the relay's loop.
+    public func stop() {
+        server.stop()
+        core.stop()
+    }
+}
+
+/// The relay host's machines and their serial loop.
+final class RelayHostCore: Sendable {
+    enum Event: Sendable {
+        case relay(RelayInput)
+        case relayTimer(RelayTimer, Moment)
+        case desktop(DesktopInput)
+        case desktopTimer(DesktopTimer, Moment)
+        case fault(Fault)
+    }
+
+    final class Decision: Sendable {
+        let value = Mutex<WebSocketUpgradeDecision?>(nil)
+        let ready = DispatchSemaphoreBox()
+    }
+
+    struct State {
+        var relay: DevRelay
+        var desktop: SimulatedDesktop
+        var relayTimers: [RelayTimer: Moment] = [:]
+        var desktopTimers: [DesktopTimer: Moment] = [:]
+        var channels: [ConnectionID: WebSocketChannel] = [:]
+        var decisions: [ConnectionID: Decision] = [:]
+        var byKey: [String: ConnectionID] = [:]
+        var desktopConnection: ConnectionID?
+        var lastConnection: UInt64 = 0
+    }
+
+    private let start = ContinuousClock.now
+    private let state: Mutex<State>
+    private let loop = Mutex<SerialLoop<Event>?>(nil)
+    private let log: @Sendable (String) -> Void
+
+    init(seed: UInt64, wallClockOrigin: Int64, log: @escaping @Sendable (String) -> Void) {
+        self.log = log
+        let desktop = SimulatedDesktop(configuration: SimulatedDesktopConfiguration(
+            deviceId: "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4", userId: "user-dev", seed: seed &+ 2))
+        state = Mutex(State(relay: DevRelay(configuration: DevRelayConfiguration(seed: seed &+ 1, wallClockOrigin: wallClockOrigin)),
+                            desktop: desktop))
+    }
+
+    var now: Moment { Moment(nanoseconds: (ContinuousClock.now - start).nanoseconds) }
+
+    func startLoop() throws(NetError) {
+        let l = try SerialLoop<Event>(name: "relaytrace.relay") { [self] e in handle(e) }
+        loop.withLock { $0 = l }
+    }
+
+    func begin(faults: FaultScript) {
+        post(.desktop(.start))
+        for f in faults.schedule {
+            loop.withLock { $0 }?.schedule(.fault(f.fault), at: start + .nanoseconds(f.at.nanoseconds))
+        }
+    }
+
+    func stop() {
+        let l = loop.withLock { l -> SerialLoop<Event>? in
+            defer { l = nil }
+            return l
+        }
+        l?.stop()
+        let pending = state.withLock { s -> [Decision] in
+            defer { s.decisions.removeAll() }
+            return Array(s.decisions.values)
+        }
+        for d in pending {
+            d.value.withLock { $0 = .refuse(status: 503) }
+            d.ready.signal()
+        }
+    }
+
+    private func post(_ e: Event) { loop.withLock { $0 }?.post(e) }
+
+    // MARK: Server side (connection threads)
+
+    /// Asks the relay (on its loop) whether to accept this upgrade; waits for the answer.
+    func decide(_ request: WebSocketUpgradeRequest) -> WebSocketUpgradeDecision {
+        let d = Decision()
+        let id = state.withLock { s -> ConnectionID? in
+            guard s.byKey[request.key] == nil else { return nil }
+            s.lastConnection += 1
+            let id = ConnectionID(s.lastConnection)
+            s.decisions[id] = d
+            s.byKey[request.key] = id
+            return id
+        }
+        guard let id, loop.withLock({ $0 }) != nil else { return .refuse(status: 503) }
+        let path = request.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.target
+        let headers = request.headers.fields.map { UpgradeHeader($0.name, $0.value) }
+        post(.relay(.upgrade(id, UpgradeRequest(path: path, headers: headers))))
+        d.ready.wait()
+        return d.value.withLock { $0 } ?? .refuse(status: 503)
+    }
+
+    /// Runs on an accepted connection's thread: registers the channel and reads until it closes.
+    func serve(_ channel: WebSocketChannel, _ request: WebSocketUpgradeRequest) {
+        guard let id = state.withLock({ s -> ConnectionID? in
+            guard let id = s.byKey.removeValue(forKey: request.key) else { return nil }
+            s.channels[id] = channel
+            return id
+        }) else { return }
+        while true {
+            let event: WebSocketEvent
+            do { event = try channel.receive() } catch {
+                post(.relay(.closed(id, code: 1006, reason: "\(error)")))
+                break
+            }
+            switch event {
+            case .text(let t): post(.relay(.frame(id, .text(t))))
+            case .binary(let b): post(.relay(.frame(id, .binary(b))))
+            case .ping, .pong: continue
+            case .closed(let code, let reason):
+                post(.relay(.closed(id, code: code.rawValue, reason: reason)))
+            case .protocolError(let e):
+                post(.relay(.closed(id, code: e.closeCode.rawValue, reason: "protocol error")))
+            }
+            if case .closed = event { break }
+            if case .protocolError = event { break }
+        }
+        state.withLock { _ = $0.channels.removeValue(forKey: id) }
+    }
+
+    // MARK: The loop
+
+    private func handle(_ event: Event) {
+        let t = now
+        switch event {
+        case .relay(let input):
+            relayActions(state.withLock { $0.relay.handle(input, at: t) })
+        case .relayTimer(let timer, let deadline):
+            let due = state.withLock { s -> Bool in
+                guard s.relayTimers[timer] == deadline else { return false }
+                s.relayTimers[timer] = nil
+                return true
+            }
+            if due { relayActions(state.withLock { $0.relay.handle(.timerFired(timer), at: t) }) }
+        case .desktop(let input):
+            desktopActions(state.withLock { $0.desktop.handle(input, at: t) })
+        case .desktopTimer(let timer, let deadline):
+            let due = state.withLock { s -> Bool in
+                guard s.desktopTimers[timer] == deadline else { return false }
+                s.desktopTimers[timer] = nil
+                return true
+            }
+            if due { desktopActions(state.withLock { $0.desktop.handle(.timerFired(timer), at: t) }) }
+        case .fault(let fault):
+            switch fault {
+            case .relay(let f): relayActions(state.withLock { $0.relay.handle(.fault(f), at: t) })
+            case .desktop(let f): desktopActions(state.withLock { $0.desktop.handle(.fault(f), at: t) })
+            case .client(let f): log("\(t) fault for the client skipped (no client here): \(f)")
+            }
+        }
+    }
+
+    private func relayActions(_ actions: [RelayAction]) {
+        for a in actions {
+            switch a {
+            case .acceptUpgrade(let c), .refuseUpgrade(let c, _, _):
+                let (decision, isDesktop) = state.withLock { s in (s.decisions.removeValue(forKey: c), s.desktopConnection == c) }
+                if isDesktop {
+                    if case .refuseUpgrade(_, let status, _) = a {
+                        state.withLock { $0.desktopConnection = nil }
+                        post(.desktop(.refused(status: status)))
+                    } else {
+                        post(.desktop(.connected))
+                    }
+                    continue
+                }
+                guard let decision else { continue }
+                if case .refuseUpgrade(_, let status, let reason) = a {
+                    decision.value.withLock { $0 = .refuse(status: status, body: reason) }
+                } else {
+                    decision.value.withLock { $0 = .accept() }
+                }
+                decision.ready.signal()
+            case .send(let c, let frame):
+                let (channel, isDesktop) = state.withLock { s in (s.channels[c], s.desktopConnection == c) }
+                if isDesktop {
+                    post(.desktop(.frame(frame)))
+                } else if let channel {
+                    switch frame {
+                    case .text(let text): try? channel.send(text: text)
+                    case .binary(let bytes): try? channel.send(binary: bytes)
+                    }
+                }
+            case .close(let c, let code, let reason):
+                let (channel, isDesktop) = state.withLock { s in (s.channels[c], s.desktopConnection == c) }
+                if isDesktop {
+                    state.withLock { $0.desktopConnection = nil }
+                    post(.desktop(.closed(code: code, reason: reason)))
+                } else {
+                    try? channel?.close(code: code.map { WebSocketCloseCode($0) }, reason: reason)
+                }
+            case .armTimer(let timer, let deadline):
+                state.withLock { $0.relayTimers[timer] = deadline }
+                loop.withLock { $0 }?.schedule(.relayTimer(timer, deadline), at: start + .nanoseconds(deadline.nanoseconds))
+            case .cancelTimer(let timer):
+                state.withLock { _ = $0.relayTimers.removeValue(forKey: timer) }
+            case .log(let line):
+                log(line)
+            }
+        }
+    }
+
+    private func desktopActions(_ actions: [DesktopAction]) {
+        for a in actions {
+            switch a {
+            case .connect(let request):
+                let id = state.withLock { s -> ConnectionID in
+                    s.lastConnection += 1
+                    let id = ConnectionID(s.lastConnection)
+                    s.desktopConnection = id
+                    return id
+                }
+                post(.relay(.upgrade(id, request)))
+            case .send(let frame):
+                if let c = state.withLock({ $0.desktopConnection }) { post(.relay(.frame(c, frame))) }
+            case .close(let code, let reason):
+                if let c = state.withLock({ s -> ConnectionID? in defer { s.desktopConnection = nil }; return s.desktopConnection }) {
+                    post(.relay(.closed(c, code: code, reason: reason)))
+                }
+            case .armTimer(let timer, let deadline):
+                state.withLock { $0.desktopTimers[timer] = deadline }
+                loop.withLock { $0 }?.schedule(.desktopTimer(timer, deadline), at: start + .nanoseconds(deadline.nanoseconds))
+            case .cancelTimer(let timer):
+                state.withLock { _ = $0.desktopTimers.removeValue(forKey: timer) }
+            case .log(let line):
+                log("desktop: \(line)")
+            }
+        }
+    }
+}
