@@ -8,7 +8,17 @@ import Trace
 /// Every golden trace in Traces/ replays strictly, and stepping to its key moment shows the SPEC's number.
 @Suite struct GoldenTraceTests {
     static let names = ["tour", "handshake-timeout", "watchdog", "invalid-resume", "invalid-resume-loop", "rpc-timeout",
-                        "rpc-timeout-replaced", "handover", "background", "lease", "ingress-coalesce", "token-refresh"]
+                        "rpc-timeout-replaced", "handover", "background", "lease", "ingress-coalesce", "token-refresh",
+                        "capture-tour-wss", "capture-lease-ws"]
+
+    @Test func theCapturedTracesCameOverRealSockets() throws {
+        for name in ["capture-tour-wss", "capture-lease-ws"] {
+            let replay = try TraceReplay(named: name)
+            #expect(!replay.replayer.header.simulated)
+            let url = replay.replayer.header.client["relayURL"]?.stringValue ?? ""
+            #expect(url.hasPrefix(name.hasSuffix("wss") ? "wss://127.0.0.1:" : "ws://127.0.0.1:"))
+        }
+    }
 
     @Test(arguments: names)
     func everyGoldenTraceReplaysStrictly(name: String) throws {
