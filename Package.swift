@@ -28,11 +28,16 @@ let package = Package(
         .library(name: "Inspect", targets: ["Inspect"]),
         .library(name: "WatchLink", targets: ["WatchLink"]),
         .library(name: "Net", targets: ["Net"]),
+        .library(name: "WatchCapture", targets: ["WatchCapture"]),
+        .library(name: "WatchNet", targets: ["WatchNet"]),
+        .library(name: "WatchSimulation", targets: ["WatchSimulation"]),
+        .library(name: "OfflineQueue", targets: ["OfflineQueue"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         // Wire model: JSON values, messages, RPC catalogue, traceparent, PTC1, seeded RNG.
         .target(name: "RelayProtocol", swiftSettings: strict),
@@ -46,6 +51,14 @@ let package = Package(
         .target(name: "DevRelay", dependencies: ["RelayProtocol", "COpenSSL"], swiftSettings: strict),
         // The sans-IO watch <-> phone command and snapshot channels (SPEC Part C).
         .target(name: "WatchLink", dependencies: ["RelayProtocol"], swiftSettings: strict),
+        // The watch channel's trace vocabulary: WatchLink inputs/actions as records on channel `watch`.
+        .target(name: "WatchCapture", dependencies: ["WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
+        // The watch link's real transport: UDP datagrams on loopback (POSIX sockets).
+        .target(name: "WatchNet", dependencies: ["WatchLink"], swiftSettings: strict),
+        // Watch + phone on virtual time over a seeded lossy datagram channel; `simulate --scenario watch-*`.
+        .target(name: "WatchSimulation", dependencies: ["WatchCapture", "WatchLink", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
+        // The phone's offline action queue and caches in SQLite (SPEC Part B), schema migrations.
+        .target(name: "OfflineQueue", dependencies: ["CSQLite"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
         // The capture layer: the client's inputs and actions as trace records, the recorder, the capturing transport.
@@ -65,12 +78,14 @@ let package = Package(
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // A child process for the trace crash test (SIGKILL while writing); not a product.
         .executableTarget(name: "relaytrace-test-fixture", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // A child process for the offline-queue crash test (SIGKILL mid-write); not a product.
+        .executableTarget(name: "offlinequeue-test-fixture", dependencies: ["OfflineQueue"], swiftSettings: strict),
 
         .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
@@ -85,6 +100,9 @@ let package = Package(
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
         .testTarget(name: "WatchLinkTests", dependencies: ["WatchLink", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "NetTests", dependencies: ["Net", "WebSocket"], swiftSettings: strict),
+        .testTarget(name: "WatchCaptureTests", dependencies: ["WatchCapture", "WatchLink", "WatchNet", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -9,8 +9,9 @@ set -euo pipefail
 #   pkg-config   how SwiftPM finds both
 #   zstd         tests check that trace files are valid zstd streams (`zstd -t`, `zstd -dc`)
 #   openssl      tests make their own throw-away certificates
+#   libsqlite3-dev  CSQLite system library (the offline action queue store)
 #   tshark       tests decode `relaytrace export --format pcapng` with Wireshark's websocket dissector
-PACKAGES=(libzstd-dev libssl-dev pkg-config zstd openssl tshark)
+PACKAGES=(libzstd-dev libssl-dev libsqlite3-dev pkg-config zstd openssl tshark)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

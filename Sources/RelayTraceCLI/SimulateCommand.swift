@@ -3,10 +3,12 @@ import Foundation
 import RelayProtocol
 import Simulation
 import Trace
+import WatchSimulation
 
 /// `relaytrace simulate`: client + relay + desktop on virtual time, written as a trace.
 enum SimulateCommand {
-    static let scenarioList: String = Scenario.all.map { (s: Scenario) -> String in "  " + s.name.padding(21) + s.summary }
+    static let scenarioList: String = (Scenario.all.map { (s: Scenario) -> String in "  " + s.name.padding(21) + s.summary }
+        + WatchScenario.all.map { (s: WatchScenario) -> String in "  " + s.name.padding(21) + s.summary })
         .joined(separator: "\n")
 
     static let spec = CommandSpec(
@@ -15,7 +17,7 @@ enum SimulateCommand {
         discussion: "Scenarios:\n" + scenarioList
             + "\n\nThe same scenario, seed and duration write the same bytes. A 24-hour tour (--duration 24h) takes seconds.",
         options: [
-            OptionSpec(long: "scenario", valueName: "name", help: "The scenario to run.", allowed: Scenario.all.map { $0.name }, defaultValue: "tour"),
+            OptionSpec(long: "scenario", valueName: "name", help: "The scenario to run.", allowed: Scenario.all.map { $0.name } + WatchScenario.all.map { $0.name }, defaultValue: "tour"),
             OptionSpec(long: "output", short: "o", valueName: "file", help: "Where to write the trace (default: <scenario>.rtrace)."),
             OptionSpec(long: "seed", valueName: "n", help: "The seed of every random choice (request IDs, jitter, relay tokens).", defaultValue: "1"),
             OptionSpec(long: "duration", valueName: "time", help: "How much virtual time to run, e.g. 90s, 10m, 24h (default: the scenario's)."),
@@ -25,6 +27,7 @@ enum SimulateCommand {
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let name = args.value("scenario") ?? "tour"
+        if let watchScenario = WatchScenario.named(name) { return runWatch(watchScenario, args, ctx) }
         guard var scenario = Scenario.named(name) else {
             return RelayTraceCommand.usageError(UsageError(message: "Unknown scenario '\(name)'", commandPath: ["relaytrace", "simulate"]), ctx)
         }
@@ -65,6 +68,34 @@ enum SimulateCommand {
         } catch {
             ctx.stderr.line("Error: \(error)")
             return .dataError
+        }
+    }
+}
+
+extension SimulateCommand {
+    /// `--scenario watch-*`: the watch channel's simulation (WatchSimulation), same options but `--faults`.
+    static func runWatch(_ scenario: WatchScenario, _ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let usage = { (m: String) in RelayTraceCommand.usageError(UsageError(message: m, commandPath: ["relaytrace", "simulate"]), ctx) }
+        guard args.value("faults") == nil else {
+            return usage("--faults applies to the relay scenarios; \(scenario.name) has its own seeded datagram faults")
+        }
+        guard let seed = UInt64(args.value("seed") ?? "1") else { return usage("--seed takes a whole number from 0 to \(UInt64.max)") }
+        var duration: Duration?
+        if let text = args.value("duration") {
+            guard let ns = FaultScript.parseDuration(text), ns > 0 else { return usage("--duration '\(text)' is not a time; write e.g. 90s, 10m, 24h") }
+            duration = .nanoseconds(ns)
+        }
+        let output = args.value("output") ?? "\(scenario.name).rtrace"
+        do throws(TraceError) {
+            let (result, summary) = try WatchScenarioRunner.simulate(scenario, seed: seed, duration: duration, path: output)
+            let c = result.counts
+            ctx.stdout.line("simulated \(scenario.name) for \(result.end) (seed \(seed)): \(summary.records) records in \(summary.chunks) chunks, \(summary.bytes) bytes -> \(output)")
+            ctx.stdout.line("  taps \(c["taps", default: 0]), confirmed \(c["confirmed", default: 0]), executed \(c["executed", default: 0]), sends \(c["sends", default: 0]), resends \(c["resends", default: 0]), datagrams lost \(c["datagramsLost", default: 0]), duplicated \(c["datagramsDuplicated", default: 0]), snapshots \(c["snapshotsSent", default: 0]), resyncs \(c["resyncs", default: 0])")
+            ctx.stdout.line("next: relaytrace info \(output)   relaytrace frames \(output) --format table")
+            return .success
+        } catch {
+            ctx.stderr.line("Error: \(error.description)")
+            return RelayTraceCommand.exitCode(for: error)
         }
     }
 }
