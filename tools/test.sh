@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
+# The python websockets venv for the interop tests (quiet when present).
+./tools/interop/setup-venv.sh
 # Zero warnings is a house rule: the build fails on any warning.
 swift build --build-tests -Xswiftc -warnings-as-errors
 swift test --skip-build --parallel -Xswiftc -warnings-as-errors

@@ -63,7 +63,7 @@ public final class WebSocketChannel: Sendable {
 
     /// Sends a text message (one frame, or fragments per ``WebSocketConfiguration/outboundFragmentSize``).
     /// - Throws: ``WebSocketError/send(_:)`` once closing, ``WebSocketError/transport(_:)`` when the
-    ///   write fails (the transport is then closed; the reader sees close 1006).
+    ///   write fails (after a write timeout the transport is dropped; the reader sees close 1006).
     public func send(text: String) throws(WebSocketError) {
         try perform { (c: inout WebSocketConnection) throws(WebSocketSendError) in try c.send(text: text) }
     }
@@ -113,7 +113,10 @@ public final class WebSocketChannel: Sendable {
         do {
             try stream.write(bytes, timeout: writeTimeout)
         } catch {
-            stream.close()
+            // A peer that is not reading: drop the connection (the reader sees 1006). A peer that reset
+            // the connection (e.g. it failed ours with 1009 mid-message) may have sent a close frame
+            // first: leave the socket to the reader, which reads it, or the reset, next.
+            if error.kind == .timedOut { stream.close() }
             throw .transport(error)
         }
     }
