@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
+# The python venv (.venv) with websockets for the interop tests (quiet when present).
+./tools/interop/setup-venv.sh
 # DuckDB in .venv for the JSONL export check (skipped when it cannot be installed).
 ./tools/setup-duckdb.sh || echo "test: duckdb unavailable; its check will be skipped" >&2
 # Zero warnings is a house rule: the build fails on any warning.

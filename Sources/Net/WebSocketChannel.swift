@@ -37,6 +37,7 @@ public final class WebSocketChannel: Sendable {
     private let writeLock = Mutex<Void>(())
     private let reader: Mutex<ReaderState>
     private let closeDeadline = Mutex<ContinuousClock.Instant?>(nil)
+    private let flushRequested = Atomic<Bool>(false)
 
     /// Wraps a stream whose opening handshake is done. `initialBytes` are bytes that arrived after the
     /// handshake head (the first frames); they are parsed before anything is read from the stream.
@@ -63,7 +64,7 @@ public final class WebSocketChannel: Sendable {
 
     /// Sends a text message (one frame, or fragments per ``WebSocketConfiguration/outboundFragmentSize``).
     /// - Throws: ``WebSocketError/send(_:)`` once closing, ``WebSocketError/transport(_:)`` when the
-    ///   write fails (the transport is then closed; the reader sees close 1006).
+    ///   write fails (after a write timeout the transport is dropped; the reader sees close 1006).
     public func send(text: String) throws(WebSocketError) {
         try perform { (c: inout WebSocketConnection) throws(WebSocketSendError) in try c.send(text: text) }
     }
@@ -98,13 +99,23 @@ public final class WebSocketChannel: Sendable {
             }
             try writeLocked(bytes)
         }
+        // A reader may have queued a pong while this write held the lock: it left the writing to us.
+        if flushRequested.load(ordering: .sequentiallyConsistent) { flush() }
     }
 
-    /// Writes queued codec output (pongs, the close echo) if there is any.
-    private func flush() throws(WebSocketError) {
-        try writeLock.withLock { _ throws(WebSocketError) in
-            let bytes = codec.withLock { $0.takeOutbound() }
-            try writeLocked(bytes)
+    /// Writes queued codec output (pongs, the close echo), without ever waiting for the write lock: the
+    /// reader calls it, and a reader waiting behind a writer that is blocked because the peer waits for
+    /// us to read would deadlock. When a writer holds the lock, it flushes after it releases it (it
+    /// checks `flushRequested` after unlocking; this sets it before trying the lock).
+    private func flush() {
+        flushRequested.store(true, ordering: .sequentiallyConsistent)
+        while flushRequested.load(ordering: .sequentiallyConsistent) {
+            let acquired: Void? = writeLock.withLockIfAvailable { _ in
+                flushRequested.store(false, ordering: .sequentiallyConsistent)
+                let bytes = codec.withLock { $0.takeOutbound() }
+                try? writeLocked(bytes)
+            }
+            if acquired == nil { return }
         }
     }
 
@@ -113,7 +124,10 @@ public final class WebSocketChannel: Sendable {
         do {
             try stream.write(bytes, timeout: writeTimeout)
         } catch {
-            stream.close()
+            // A peer that is not reading: drop the connection (the reader sees 1006). A peer that reset
+            // the connection (e.g. it failed ours with 1009 mid-message) may have sent a close frame
+            // first: leave the socket to the reader, which reads it, or the reset, next.
+            if error.kind == .timedOut { stream.close() }
             throw .transport(error)
         }
     }
@@ -194,7 +208,7 @@ public final class WebSocketChannel: Sendable {
                 throw .closed("the connection is closed and its last event was returned; open a new connection")
             }
             // Replies queued by the codec (pongs, close echo) for bytes parsed earlier.
-            try? flush()
+            flush()
             let closeBy = closeDeadline.withLock { $0 }
             var deadline = callerDeadline
             if let closeBy { deadline = deadline.min(Deadline(closeBy - ContinuousClock.now)) }
@@ -226,7 +240,7 @@ public final class WebSocketChannel: Sendable {
                 codec.withLock { c in (c.receive(UnsafeRawBufferPointer(rebasing: raw[0..<count])), c.state == .closed) }
             }
             state.pending = events
-            try? flush()
+            flush()
             if closed { closeTransport(&state) }
         }
     }

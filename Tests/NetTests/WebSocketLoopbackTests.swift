@@ -219,6 +219,32 @@ struct WebSocketLoopbackTests {
         }
     }
 
+    @Test("a sender writing megabytes while a reader thread takes the echoes does not deadlock", arguments: [false, true])
+    func bulkWhileReading(tls: Bool) throws {
+        // Before the reader stopped waiting for the write lock, the reader blocked behind a writer that
+        // was blocked because the server waited for the reader: this stalled until the write timeout.
+        var random = TestRandom(seed: 5)
+        let blobs = (0..<24).map { _ in random.bytes(256 * 1024) }
+        let pki = try TestPKI.get()
+        let identity = tls ? try TLSServerContext(certificateFile: pki.certificateFile, privateKeyFile: pki.keyFile) : nil
+        let server = try WebSocketServer(host: "127.0.0.1", tls: identity, handshakeTimeout: testTimeout,
+                                         handler: echoHandler(Recorder<WebSocketEvent>()))
+        defer { server.stop() }
+        let ws = try WebSocketClient.connect(url: "\(tls ? "wss" : "ws")://127.0.0.1:\(server.port)/",
+                                             tls: TLSClientConfiguration(trustedCAFile: pki.caFile), timeout: testTimeout)
+        let received = Recorder<WebSocketEvent>()
+        let reader = try NetThread {
+            for _ in blobs {
+                guard let event = try? receiveMessage(ws) else { return }
+                received.append(event)
+            }
+        }
+        for blob in blobs { try ws.send(binary: blob) }
+        reader.join()
+        #expect(received.values == blobs.map { .binary($0) })
+        try ws.closeAndWait()
+    }
+
     @Test("URL parsing", arguments: [
         ("ws://example.com/ws?x=1", false, "example.com", 80, "/ws?x=1", "example.com"),
         ("WSS://example.com", true, "example.com", 443, "/", "example.com"),
