@@ -21,12 +21,18 @@ enum ReplayCommand {
             (registered, connecting, suspended...), gen=N (the current generation).
             --step reads commands from stdin (a terminal or a pipe): next [N], continue, back [N], break EXPR, \
             delete, state, timers, frames [N], where, quit.
+            --what-if runs the (possibly changed) client against the recorded peer: recorded UI and lifecycle \
+            inputs at their times, timers from the virtual clock, each recorded answer (registered, \
+            rpc.response, pong) delivered after its recorded latency once the client sends what it answers \
+            (RPC responses re-addressed to the actual request ID and trace ID). Exit 0 when every recorded \
+            frame found its counterpart, 1 when some did not (they are listed).
             """,
         arguments: [ArgumentSpec(name: "file", help: "The trace file.")],
         options: [
             OptionSpec(long: "until", valueName: "time", help: "Stop before the first record at or after this time and print the state."),
             OptionSpec(long: "break", valueName: "expr", help: "Pause before records matching these expressions (with --step: the prompt; without: print the state and stop)."),
             OptionSpec(long: "step", help: "Step interactively; commands come from stdin."),
+            OptionSpec(long: "what-if", help: "Run the client against the recorded peer instead: timers from the virtual clock, recorded answers matched to what the client actually sends; report frames without a counterpart."),
         ],
         run: { args, ctx in run(args, ctx) })
 
@@ -57,6 +63,19 @@ enum ReplayCommand {
             return .dataError
         }
         replayer.breakpoints = breakpoints
+        if args.flag("what-if") {
+            guard !args.flag("step"), args.value("until") == nil, args.value("break") == nil else {
+                return RelayTraceCommand.usageError(UsageError(message: "--what-if runs the whole trace; it does not take --step, --until or --break", commandPath: command), ctx)
+            }
+            do throws(ReplayError) {
+                let report = try WhatIfReplayer(header: replayer.header, records: replayer.records).run()
+                ctx.stdout.line(report.description)
+                return report.unmatched.isEmpty ? .success : .found
+            } catch {
+                ctx.stderr.line("Error: \(error.message)")
+                return .dataError
+            }
+        }
         if args.flag("step") {
             return interactive(replayer, ctx)
         }

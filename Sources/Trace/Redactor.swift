@@ -26,7 +26,7 @@ public struct Redactor: Sendable, Hashable {
     /// The member names whose values are secrets, lower-cased (matching ignores case).
     public static let secretKeys: Set<String> = [
         "authorization", "resumetoken", "jwt", "token", "accesstoken", "refreshtoken", "appjwt",
-        "x-token-binding", "tokenbinding", "bearer",
+        "x-token-binding", "tokenbinding", "bearer", "pkceverifier", "authcode", "pollingid",
     ]
     /// The prefix of every placeholder.
     public static let placeholderPrefix = "rt:redacted:"

@@ -88,4 +88,14 @@ import Trace
         #expect(try relaytrace(["replay", path, "--break", "colour=blue"]).status == 64)
         #expect(try relaytrace(["replay", "/nonexistent.rtrace"]).status == 66)
     }
+
+    @Test func whatIfReplayReportsCounterpartsAndRefusesStepping() throws {
+        let path = tempPath("rtrace")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try relaytrace(["simulate", "--scenario", "tour", "-o", path]).status == 0)
+        let r = try relaytrace(["replay", path, "--what-if"])
+        #expect(r.status == 0, "\(r.stdout)")
+        #expect(r.stdout.contains("recorded frames without a counterpart: 0"))
+        #expect(try relaytrace(["replay", path, "--what-if", "--step"]).status == 64)
+    }
 }

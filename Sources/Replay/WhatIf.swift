@@ -1,0 +1,378 @@
+import Capture
+public import RelayClient
+public import RelayProtocol
+public import Trace
+
+/// A recorded frame the changed client gave no occasion for (or that found no socket to arrive on).
+public struct UnmatchedFrame: Sendable, Equatable, CustomStringConvertible {
+    /// The record number.
+    public var record: Int
+    /// Its time.
+    public var time: Moment
+    /// The message type (`rpc.response`, `registered`, `event job:created`, ...).
+    public var type: String
+    /// Why it was not delivered.
+    public var reason: String
+    /// `#42 12.000s rpc.response: the client never sent the request it answers`.
+    public var description: String { "#\(record) \(time) \(type): \(reason)" }
+}
+
+/// What a what-if replay did.
+public struct WhatIfReport: Sendable, CustomStringConvertible {
+    /// Inputs fed to the machine (recorded UI and lifecycle inputs, matched peer answers, timers).
+    public var inputs = 0
+    /// The changed client's actions, in order, with their times.
+    public var actions: [(time: Moment, action: ClientAction)] = []
+    /// Recorded frames that had no counterpart.
+    public var unmatched: [UnmatchedFrame] = []
+    /// Requests the changed client sent that the recording has no answer for.
+    public var unanswered: [String] = []
+    /// The virtual time at the end.
+    public var end: Moment = .zero
+
+    /// A summary: counts, then every unmatched frame and unanswered request.
+    public var description: String {
+        var lines = ["what-if replay: \(inputs) inputs fed, \(actions.count) actions, ended at \(end)"]
+        lines.append("  recorded frames without a counterpart: \(unmatched.count)")
+        lines += unmatched.prefix(50).map { "    \($0)" }
+        lines.append("  requests the recording does not answer: \(unanswered.count)")
+        lines += unanswered.prefix(50).map { "    \($0)" }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// What-if replay: runs a (possibly changed) client against the recorded peer.
+///
+/// Timers fire from the virtual clock (recorded `timerFired` records are ignored); the recorded UI,
+/// lifecycle, identity and auth inputs are fed at their recorded times; recorded answers of the peer are
+/// matched to what the client actually sends — `registered`/`resumed`/`error` to the n-th `register`, an
+/// `rpc.response` to the request of the same method and occurrence (its `id` and trace ID rewritten to the
+/// actual request's), a `pong` to the n-th `heartbeat` or `ping` — and delivered after their recorded
+/// latency; unsolicited frames (events, terminal output) and peer closes arrive at their recorded times on
+/// the socket that stands for the recorded one. Frames with no counterpart are reported, not dropped
+/// silently.
+public final class WhatIfReplayer {
+    /// The trace's header.
+    public let header: TraceHeader
+    /// The trace's records.
+    public let records: [TraceRecord]
+    /// The machine (its state at the end after ``run()``).
+    public private(set) var machine: RelayClientMachine
+
+    private enum Event {
+        case input(ClientInput)
+        case timer(TimerID, Moment)
+        case unsolicited(record: Int, recordedGen: UInt64, frame: WireFrame, type: String)
+        case peerClose(record: Int, recordedGen: UInt64, code: UInt16?, reason: String)
+        case answer(Generation, WireFrame)
+        case opened(Generation)
+        case failed(Generation, TransportFailure)
+    }
+
+    private struct Answer {
+        var record: Int
+        var delay: Duration
+        var message: RelayMessage
+        var type: String
+    }
+
+    private var queue = WhatIfQueue<Event>()
+    private var timers: [TimerID: Moment] = [:]
+    private var report = WhatIfReport()
+    private var now: Moment = .zero
+    // Recorded peer answers, by what they answer.
+    private var registerAnswers: [[Answer]] = []
+    private var heartbeatAnswers: [[Answer]] = []
+    private var rpcAnswers: [String: [[Answer]]] = [:]  // method -> per occurrence
+    private var openOutcomes: [(delay: Duration, failure: TransportFailure?)] = []
+    private var recordedGenerations: [UInt64] = []
+    // What the actual client has sent so far.
+    private var registersSent = 0
+    private var heartbeatsSent = 0
+    private var requestsSent: [String: Int] = [:]
+    private var opensSent = 0
+    private var actualGenerations: [Generation] = []
+    private var consumed = Set<Int>()
+
+    /// A what-if replay of `records` under `header`; `machine` replaces the client built from the header
+    /// (a changed client: another seed, another configuration).
+    public init(header: TraceHeader, records: [TraceRecord], machine: RelayClientMachine? = nil) throws(ReplayError) {
+        self.header = header
+        self.records = records
+        if let machine {
+            self.machine = machine
+        } else {
+            do { self.machine = RelayClientMachine(configuration: try ClientCapture.configuration(from: header)) } catch {
+                throw ReplayError(message: "the trace header does not describe a relay client: \(error)")
+            }
+        }
+        index()
+    }
+
+    /// Runs to the last record's time (then stops the client) and reports.
+    public func run() -> WhatIfReport {
+        let end = records.last?.time ?? .zero
+        while let (t, e) = queue.pop() {
+            if t > end { break }
+            now = t
+            handle(e)
+        }
+        report.end = end
+        for (i, r) in records.enumerated() where r.kind == .frameText && r.direction == .inbound && !consumed.contains(i) {
+            if let m = try? RelayMessage(decodingText: r.payloadText), isAnswer(m) {
+                report.unmatched.append(UnmatchedFrame(record: i, time: r.time, type: typeName(m),
+                                                       reason: "the client never sent the request it answers"))
+            }
+        }
+        report.unmatched.sort { $0.record < $1.record }
+        return report
+    }
+
+    // MARK: Indexing the recording
+
+    private func index() {
+        var lastRegister: [UInt64: Int] = [:]      // gen -> index into registerAnswers
+        var lastHeartbeat: [UInt64: Int] = [:]
+        var requestAt: [String: (method: String, occurrence: Int, time: Moment)] = [:]
+        var methodCount: [String: Int] = [:]
+        var sendTimes: [UInt64: Moment] = [:]
+        var openAt: [UInt64: Moment] = [:]
+        for (i, r) in records.enumerated() {
+            switch r.kind {
+            case .transportOpen:
+                if let g = r.generation { openAt[g] = r.time; recordedGenerations.append(g) }
+            case .transportOpened:
+                if let g = r.generation, let t = openAt.removeValue(forKey: g) { openOutcomes.append((r.time - t, nil)) }
+            case .transportFailed:
+                if let g = r.generation, let t = openAt.removeValue(forKey: g), let input = try? ClientRecordCodec.decodeInput(r),
+                   case .transportFailed(_, let failure) = input {
+                    openOutcomes.append((r.time - t, failure))
+                }
+            case .transportClosed where r.direction == .inbound:
+                if let g = r.generation, let input = try? ClientRecordCodec.decodeInput(r), case .transportClosed(_, let code, let reason) = input {
+                    queue.push(.peerClose(record: i, recordedGen: g, code: code, reason: reason), at: r.time)
+                }
+            case .frameText where r.direction == .outbound:
+                guard let m = try? RelayMessage(decodingText: r.payloadText), let g = r.generation else { continue }
+                sendTimes[g] = r.time
+                switch m {
+                case .register:
+                    registerAnswers.append([])
+                    lastRegister[g] = registerAnswers.count - 1
+                    lastHeartbeat[g] = nil
+                case .heartbeat, .ping:
+                    heartbeatAnswers.append([])
+                    lastHeartbeat[g] = heartbeatAnswers.count - 1
+                case .rpcRequest(let req):
+                    let k = methodCount[req.method, default: 0]
+                    methodCount[req.method] = k + 1
+                    requestAt[req.id] = (req.method, k, r.time)
+                    var list = rpcAnswers[req.method, default: []]
+                    while list.count <= k { list.append([]) }
+                    rpcAnswers[req.method] = list
+                default: break
+                }
+            case .frameText where r.direction == .inbound:
+                guard let m = try? RelayMessage(decodingText: r.payloadText), let g = r.generation else { continue }
+                switch m {
+                case .registered, .resumed, .error:
+                    if let k = lastRegister[g] {
+                        registerAnswers[k].append(Answer(record: i, delay: r.time - (sendTimes[g] ?? r.time), message: m, type: typeName(m)))
+                        if case .error = m {} else { lastRegister[g] = nil }
+                        continue
+                    }
+                    queue.push(.unsolicited(record: i, recordedGen: g, frame: .text(r.payloadText), type: typeName(m)), at: r.time)
+                case .pong:
+                    if let k = lastHeartbeat[g] {
+                        heartbeatAnswers[k].append(Answer(record: i, delay: r.time - (sendTimes[g] ?? r.time), message: m, type: "pong"))
+                        lastHeartbeat[g] = nil
+                    } else {
+                        consumed.insert(i)  // an unsolicited pong carries nothing
+                    }
+                case .rpcResponse(let resp):
+                    if let req = requestAt[resp.id] {
+                        rpcAnswers[req.method]?[req.occurrence].append(Answer(record: i, delay: r.time - req.time, message: m, type: "rpc.response"))
+                    } else {
+                        report.unmatched.append(UnmatchedFrame(record: i, time: r.time, type: "rpc.response",
+                                                               reason: "answers no request in the recording"))
+                        consumed.insert(i)
+                    }
+                default:
+                    queue.push(.unsolicited(record: i, recordedGen: g, frame: .text(r.payloadText), type: typeName(m)), at: r.time)
+                }
+            case .frameBinary where r.direction == .inbound:
+                queue.push(.unsolicited(record: i, recordedGen: r.generation ?? 0, frame: .binary(r.payload), type: "binary"), at: r.time)
+            case .input:
+                // Recorded UI, lifecycle, identity and auth inputs; socket facts come from the run itself.
+                guard let input = try? ClientRecordCodec.decodeInput(r) else { continue }
+                if case .sendFailed = input { continue }
+                queue.push(.input(input), at: r.time)
+            default:
+                continue
+            }
+        }
+    }
+
+    private func isAnswer(_ m: RelayMessage) -> Bool {
+        switch m {
+        case .registered, .resumed, .error, .pong, .rpcResponse: true
+        default: false
+        }
+    }
+
+    private func typeName(_ m: RelayMessage) -> String {
+        if case .event(let e) = m { return "event \(e.eventType)" }
+        if case .error(let e) = m { return "error \(e.code.rawValue)" }
+        return m.typeName
+    }
+
+    // MARK: Running
+
+    private func handle(_ e: Event) {
+        switch e {
+        case .input(let input):
+            feed(input)
+        case .timer(let id, let deadline):
+            guard timers[id] == deadline else { return }
+            timers[id] = nil
+            feed(.timerFired(id))
+        case .opened(let g):
+            feed(.transportOpened(g))
+        case .failed(let g, let failure):
+            feed(.transportFailed(g, failure))
+        case .answer(let g, let frame):
+            feed(.transportFrame(g, frame))
+        case .unsolicited(let record, let recordedGen, let frame, let type):
+            // Delivered on the socket that stands for the recorded one, even when the client has already
+            // retired it (it then ignores the frame, as the recorded client may have done too).
+            consumed.insert(record)
+            guard let g = actualGeneration(for: recordedGen) else {
+                report.unmatched.append(UnmatchedFrame(record: record, time: now, type: type, reason: "no socket stands for the recorded one"))
+                return
+            }
+            feed(.transportFrame(g, frame))
+        case .peerClose(let record, let recordedGen, let code, let reason):
+            guard let g = actualGeneration(for: recordedGen) else {
+                report.unmatched.append(UnmatchedFrame(record: record, time: now, type: "close", reason: "no socket stands for the recorded one"))
+                return
+            }
+            feed(.transportClosed(g, code: code, reason: reason))
+        }
+    }
+
+    /// The actual generation that stands for recorded generation `recorded`: the same position in the
+    /// order of opens, or (when the run opened fewer sockets) the current one.
+    private func actualGeneration(for recorded: UInt64) -> Generation? {
+        if let k = recordedGenerations.firstIndex(of: recorded), k < actualGenerations.count { return actualGenerations[k] }
+        return machine.generation
+    }
+
+    private func feed(_ input: ClientInput) {
+        report.inputs += 1
+        let out = machine.handle(input, at: now)
+        for a in out {
+            report.actions.append((now, a))
+            perform(a)
+        }
+    }
+
+    private func perform(_ a: ClientAction) {
+        switch a {
+        case .armTimer(let id, let deadline):
+            timers[id] = deadline
+            queue.push(.timer(id, deadline), at: deadline)
+        case .cancelTimer(let id):
+            timers[id] = nil
+        case .openTransport(let g, _, _):
+            actualGenerations.append(g)
+            if opensSent < openOutcomes.count {
+                let o = openOutcomes[opensSent]
+                queue.push(o.failure.map { .failed(g, $0) } ?? .opened(g), at: now + o.delay)
+            } else {
+                report.unanswered.append("\(now) open \(g): the recording has no more socket openings; accepted at once")
+                queue.push(.opened(g), at: now)
+            }
+            opensSent += 1
+        case .send(let g, .text(let text), _):
+            guard let m = try? RelayMessage(decodingText: text) else { return }
+            switch m {
+            case .register:
+                deliver(registersSent < registerAnswers.count ? registerAnswers[registersSent] : nil, on: g, what: "register")
+                registersSent += 1
+            case .heartbeat, .ping:
+                deliver(heartbeatsSent < heartbeatAnswers.count ? heartbeatAnswers[heartbeatsSent] : nil, on: g, what: m.typeName)
+                heartbeatsSent += 1
+            case .rpcRequest(let req):
+                let k = requestsSent[req.method, default: 0]
+                requestsSent[req.method] = k + 1
+                let answers = rpcAnswers[req.method].flatMap { k < $0.count ? $0[k] : nil }
+                deliver(answers?.map { rewrite($0, for: req) }, on: g, what: "rpc.request \(req.method) #\(k + 1)")
+            default:
+                return
+            }
+        default:
+            return
+        }
+    }
+
+    private func deliver(_ answers: [Answer]?, on g: Generation, what: String) {
+        guard let answers, !answers.isEmpty else {
+            report.unanswered.append("\(now) \(what) on \(g)")
+            return
+        }
+        for a in answers {
+            consumed.insert(a.record)
+            guard let text = try? a.message.encodedText() else { continue }
+            queue.push(.answer(g, .text(text)), at: now + a.delay)
+        }
+    }
+
+    /// A recorded response rewritten for the actual request: its ID, and its trace ID (keeping the
+    /// desktop's span).
+    private func rewrite(_ a: Answer, for req: RpcRequest) -> Answer {
+        guard case .rpcResponse(var resp) = a.message else { return a }
+        resp.id = req.id
+        if let recorded = resp.traceparent, let sent = req.traceparent,
+           let tp = try? TraceParent(traceId: sent.traceId, parentId: recorded.parentId, flags: recorded.flags) {
+            resp.traceparent = tp
+        }
+        var out = a
+        out.message = .rpcResponse(resp)
+        return out
+    }
+}
+
+/// The what-if replay's event queue: earliest first, ties in insertion order.
+struct WhatIfQueue<Element> {
+    private var heap: [(time: Moment, seq: UInt64, element: Element)] = []
+    private var seq: UInt64 = 0
+
+    mutating func push(_ e: Element, at t: Moment) {
+        heap.append((t, seq, e))
+        seq += 1
+        var i = heap.count - 1
+        while i > 0, less(i, (i - 1) / 2) {
+            heap.swapAt(i, (i - 1) / 2)
+            i = (i - 1) / 2
+        }
+    }
+
+    mutating func pop() -> (Moment, Element)? {
+        guard !heap.isEmpty else { return nil }
+        heap.swapAt(0, heap.count - 1)
+        let top = heap.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < heap.count, less(l, m) { m = l }
+            if r < heap.count, less(r, m) { m = r }
+            if m == i { break }
+            heap.swapAt(i, m)
+            i = m
+        }
+        return (top.time, top.element)
+    }
+
+    private func less(_ a: Int, _ b: Int) -> Bool { (heap[a].time, heap[a].seq) < (heap[b].time, heap[b].seq) }
+}
