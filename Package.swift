@@ -64,7 +64,7 @@ let package = Package(
         // The capture layer: the client's inputs and actions as trace records, the recorder, the capturing transport.
         .target(name: "Capture", dependencies: ["RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Client + relay + desktop in one process on virtual time; the scenarios of `relaytrace simulate`.
-        .target(name: "Simulation", dependencies: ["Capture", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .target(name: "Simulation", dependencies: ["Capture", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "OfflineQueue"], swiftSettings: strict),
         // Trace analyses for the inspection commands: filters, RPC correlation, stats, timeline, diff,
         // exporters (pcapng, HAR, chrome trace), secrets lint.
         .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -95,7 +95,7 @@ let package = Package(
         .testTarget(name: "RuntimeTests", dependencies: ["Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay"], swiftSettings: strict),
+        .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay", "OfflineQueue", "Replay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
         .testTarget(name: "WatchLinkTests", dependencies: ["WatchLink", "RelayProtocol"], swiftSettings: strict),

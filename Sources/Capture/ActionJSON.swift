@@ -23,6 +23,29 @@ extension ClientRecordCodec {
             case .failure(let f):
                 o["outcome"] = "failure"
                 o["failure"] = failureJSON(f)
+            case .queued(let key):
+                o["outcome"] = "queued"
+                o["idempotencyKey"] = .string(key)
+            }
+            return (.object(o), nil)
+        case .offlineQueue(let effect):
+            switch effect {
+            case .enqueue(let m):
+                return (["action": "offlineQueue.enqueue", "mutation": mutationJSON(m)], nil)
+            case .markSent(let key):
+                return (["action": "offlineQueue.markSent", "idempotencyKey": .string(key)], nil)
+            case .markAnswered(let key, let result, let ts):
+                return (["action": "offlineQueue.markAnswered", "idempotencyKey": .string(key), "result": result,
+                         "serverTimestamp": ts.map { .int($0) } ?? .null], nil)
+            case .markFailed(let key, let reason):
+                return (["action": "offlineQueue.markFailed", "idempotencyKey": .string(key), "reason": .string(reason)], nil)
+            }
+        case .offlineMutationFinished(let key, let outcome):
+            var o: [String: JSONValue] = ["action": "offlineMutationFinished", "idempotencyKey": .string(key)]
+            switch outcome {
+            case .success(let r): o["outcome"] = "success"; o["result"] = r
+            case .failure(let f): o["outcome"] = "failure"; o["failure"] = failureJSON(f)
+            case .queued: o["outcome"] = "queued"
             }
             return (.object(o), nil)
         case .callProgress(let id, let result):
@@ -88,6 +111,11 @@ extension ClientRecordCodec {
         case .openTransport(let g, _, _), .send(let g, _, _), .closeTransport(let g, _, _):
             return (["action": "transport"], g)  // never reached: these have their own record kinds
         }
+    }
+
+    static func mutationJSON(_ m: OfflineMutation) -> JSONValue {
+        ["idempotencyKey": .string(m.idempotencyKey), "method": .string(m.method), "params": m.params,
+         "createdAt": .int(m.createdAt.nanoseconds)]
     }
 
     static func failureJSON(_ f: CallFailure) -> JSONValue {

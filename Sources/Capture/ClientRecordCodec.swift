@@ -202,6 +202,8 @@ public enum ClientRecordCodec {
             }
         case .snapshotProcessed:
             return (["input": "snapshotProcessed"], nil)
+        case .offlineQueue(.loaded(let mutations)):
+            return (["input": "offlineQueue.loaded", "mutations": .array(mutations.map(mutationJSON))], nil)
         case .transportOpened(let g), .transportFrame(let g, _), .transportClosed(let g, _, _), .transportFailed(let g, _):
             return (["input": "transport"], g)  // never reached: these have their own record kinds
         case .timerFired(let id):
@@ -260,6 +262,17 @@ public enum ClientRecordCodec {
             return .interest(.release(ClaimID(UInt64(bitPattern: try o.int("claimId")))))
         case "snapshotProcessed":
             return .snapshotProcessed
+        case "offlineQueue.loaded":
+            guard let list = o.value("mutations")?.arrayValue else { throw o.bad("mutations", "missing or not an array") }
+            var mutations: [OfflineMutation] = []
+            for (i, item) in list.enumerated() {
+                guard let m = item.objectValue else { throw o.bad("mutations[\(i)]", "not an object") }
+                let f = Fields(values: m, path: "\(o.path).mutations[\(i)]")
+                mutations.append(OfflineMutation(idempotencyKey: try f.string("idempotencyKey"), method: try f.string("method"),
+                                                 params: f.value("params") ?? .object([:]),
+                                                 createdAt: Moment(nanoseconds: try f.int("createdAt"))))
+            }
+            return .offlineQueue(.loaded(mutations))
         case let other:
             throw o.bad("input", "unknown input '\(other)'")
         }

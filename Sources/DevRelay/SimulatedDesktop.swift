@@ -148,6 +148,8 @@ public struct SimulatedDesktop: Sendable {
     public private(set) var idempotentResults: [String: JSONValue] = [:]
     /// Requests answered so far (including idempotent repeats), for tests and logs.
     public private(set) var answeredCount = 0
+    /// Requests answered from `idempotentResults` (a repeated key: not executed again).
+    public private(set) var idempotentReplays = 0
     /// The time of the last input.
     public private(set) var now: Moment = .zero
 
@@ -321,6 +323,7 @@ public struct SimulatedDesktop: Sendable {
         var error: RpcErrorBody?
         if let key = request.idempotencyKey, let earlier = idempotentResults[key] {
             result = earlier
+            idempotentReplays += 1
         } else if RpcCatalogue.method(named: request.method) == nil {
             result = .null
             error = RpcErrorBody(.methodNotFound, message: "method \(request.method) not found")

@@ -43,6 +43,8 @@ public enum CallPurpose: Sendable, Hashable {
     case app
     /// A9: a `system.ping` probe of recovery epoch `epoch`; its outcome feeds the epoch.
     case probe(epoch: UInt64)
+    /// SPEC Part B: the queued offline mutation under this key, draining.
+    case offline(idempotencyKey: String)
 }
 
 /// Pending calls keyed by request ID plus ownership token (SPEC A8).

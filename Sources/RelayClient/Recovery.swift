@@ -171,7 +171,7 @@ extension RelayClientMachine {
         case .success:
             epoch = e
             endEpoch(showing: .online)
-        case .failure:
+        case .failure, .queued:
             e.failedProbes += 1
             epoch = e
             let ladder = ClientConstants.recoveryProbeBackoff

@@ -60,6 +60,13 @@ public struct RelayClientMachine: Sendable {
     /// A10: event ingress.
     public internal(set) var ingress = EventIngress<StandardSnapshotDecoder>()
 
+    /// SPEC Part B: the offline queue's pending mutations, in order (mirrors the store).
+    public internal(set) var offlineQueue: [OfflineMutation] = []
+    /// Whether the driver loaded the offline queue (then keyed mutations made offline are queued).
+    public internal(set) var offlineQueueInUse = false
+    /// The key of the queued mutation in flight.
+    public internal(set) var offlineDraining: String?
+
     var pendingStart: StartParameters?
     var registrationAttempt: AttemptID?
     var httpAttempts: [AuthRequestID: AttemptID] = [:]
@@ -170,6 +177,10 @@ public struct RelayClientMachine: Sendable {
             selectRegion(r)
         case .interest(let input):
             interestInput(input)
+        case .offlineQueue(.loaded(let mutations)):
+            offlineQueueInUse = true
+            offlineQueue = mutations
+            drainOfflineQueue()
         case .snapshotProcessed:
             let leases = interest
             let desktop = configuration.desktopId
@@ -223,6 +234,7 @@ public struct RelayClientMachine: Sendable {
             if call.purpose == .app {
                 emit(.callCompleted(call.callId, .failure(.clientStopped(reason.description))))
             }
+            if case .offline = call.purpose { offlineDraining = nil }
         }
         setPhase(.stopped(reason))
     }
@@ -318,6 +330,7 @@ public struct RelayClientMachine: Sendable {
             sendCall(call, on: g)
         }
         if epoch != nil { probeNow() }
+        drainOfflineQueue()
         applyInterest(interest.registered(desktopId: configuration.desktopId, at: now))
     }
 
@@ -434,6 +447,7 @@ public struct RelayClientMachine: Sendable {
         if method.needsIdempotencyKey, (request.idempotencyKey ?? "").isEmpty {
             return emit(.callCompleted(request.callId, .failure(.missingIdempotencyKey(method: method.name))))
         }
+        if queueOffline(request, method: method) { return }
         if let failure = issue(method: method, params: request.params, idempotencyKey: request.idempotencyKey,
                                requestId: request.requestId, callId: request.callId, purpose: .app) {
             emit(.callCompleted(request.callId, .failure(failure)))
@@ -497,6 +511,7 @@ public struct RelayClientMachine: Sendable {
         switch call.purpose {
         case .app: emit(.callCompleted(call.callId, outcome))
         case .probe(let epochId): probeCompleted(epochId: epochId, outcome)
+        case .offline(let key): offlineCompleted(key: key, outcome)
         }
     }
 

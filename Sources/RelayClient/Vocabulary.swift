@@ -208,6 +208,8 @@ public enum ClientInput: Sendable, Hashable {
     case interest(InterestInput)
     /// A10: the UI finished processing the snapshot it was given.
     case snapshotProcessed
+    /// SPEC Part B: what the offline queue's store holds.
+    case offlineQueue(OfflineQueueInput)
 }
 
 /// A11: what chat views tell the timeline-interest coordinator (for the client's target desktop).
@@ -304,6 +306,9 @@ public enum CallOutcome: Sendable, Hashable {
     case success(JSONValue)
     /// The call failed.
     case failure(CallFailure)
+    /// SPEC Part B: no relay was registered, so the keyed mutation went into the offline queue; its end
+    /// comes as ``ClientAction/offlineMutationFinished(idempotencyKey:_:)``.
+    case queued(idempotencyKey: String)
 }
 
 /// Why a connection (one generation) was failed by the client.
@@ -540,6 +545,10 @@ public enum ClientAction: Sendable, Hashable {
     case httpRequest(AuthRequest, origin: String)
     /// A3: persist the chosen region, then publish it (in this order).
     case region(RegionEffect)
+    /// SPEC Part B: write to the offline queue's store.
+    case offlineQueue(OfflineQueueEffect)
+    /// SPEC Part B: a queued mutation was answered or refused for good (failures are reported here).
+    case offlineMutationFinished(idempotencyKey: String, CallOutcome)
     /// A PTC1 terminal output frame for the app.
     case deliverTerminalOutput(TerminalFrame)
     /// The connection phase changed.

@@ -161,6 +161,17 @@ public final class Replayer {
         }
         let index = position
         let record = records[index]
+        if record.kind == .marker, record.channel == .relay, let seed = Replayer.restartSeed(record) {
+            // The client process was restarted here: a new machine, as the driver built it.
+            if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: index) }
+            var config = machine.configuration
+            config.seed = seed
+            machine = RelayClientMachine(configuration: config)
+            pending.removeAll()
+            pendingHead = 0
+            position += 1
+            return .skipped(record: index)
+        }
         if record.channel != .relay || !isClientRecord(record) {
             position += 1
             return .skipped(record: index)
@@ -266,6 +277,13 @@ public final class Replayer {
 
     /// The state of the machine, readable.
     public var snapshot: ReplaySnapshot { ReplaySnapshot(machine: machine, position: position, records: records.count) }
+
+    /// The seed of a `client restart seed=N` marker (the simulation's and live driver's restart marker).
+    static func restartSeed(_ r: TraceRecord) -> UInt64? {
+        let text = r.payloadText
+        guard text.hasPrefix("client restart seed=") else { return nil }
+        return UInt64(text.dropFirst("client restart seed=".count))
+    }
 
     // MARK: Matching
 

@@ -1,5 +1,6 @@
 public import Capture
 public import DevRelay
+import OfflineQueue
 public import RelayClient
 public import RelayProtocol
 import Trace
@@ -42,6 +43,12 @@ public struct SimulationSetup: Sendable {
     public var desktopSnapshotInterval: Duration = .seconds(3)
     /// Lifetime of a JWT the simulated auth server issues on refresh.
     public var refreshedTokenLifetime: Duration = .seconds(3600)
+    /// SPEC Part B: the offline queue's SQLite file (nil: no offline queue). A real file: it survives the
+    /// client restarts below.
+    public var offlineQueuePath: String?
+    /// Moments at which the client process is killed and started again (its sockets vanish, its memory is
+    /// lost; the keychain's resume tokens and the offline queue's file survive).
+    public var clientRestarts: [Moment] = []
 
     /// A setup with the defaults above.
     public init(seed: UInt64, duration: Duration, client: ClientConfiguration, steps: [ScenarioStep] = [],
@@ -94,6 +101,7 @@ public struct Simulation {
         case desktopTimer(DesktopTimer)
         case fault(Fault)
         case step(ClientInput)
+        case restartClient
     }
 
     private var queue = EventQueue<Event>()
@@ -111,6 +119,8 @@ public struct Simulation {
     private var issuedTokens = 0
     private let capture: ClientCapture?
     private let keepActions: Bool
+    private var store: OfflineQueueStore?
+    private var restarts = 0
     private let userId = "user-sim"
 
     /// A simulation of `setup`, capturing into `capture` (nil: no trace), keeping the client's actions in
@@ -126,6 +136,9 @@ public struct Simulation {
         desktop = SimulatedDesktop(configuration: SimulatedDesktopConfiguration(
             deviceId: config.desktopId, userId: userId, seed: setup.seed &+ 2, snapshotInterval: setup.desktopSnapshotInterval))
         lastLogin = setup.storedLogin
+        if let path = setup.offlineQueuePath {
+            do { store = try OfflineQueueStore(path: path) } catch { counts["offlineQueueErrors", default: 0] += 1 }
+        }
     }
 
     /// The phone's development JWT: user, device ID and token-binding hash claims the relay checks.
@@ -150,10 +163,8 @@ public struct Simulation {
             let first = tokens.claim(client.configuration.resumeKey)
             try? tokens.write(resume, for: client.configuration.resumeKey, ownership: first.ownership)
         }
-        let claim = tokens.claim(client.configuration.resumeKey)
-        let jwt = lastLogin?.jwt ?? Simulation.phoneJWT(userId: userId, deviceId: client.configuration.deviceId, serial: 0)
-        schedule(.client(.start(StartParameters(jwt: jwt, storedResume: claim.credentials, resumeOwnership: claim.ownership))),
-                 at: .zero)
+        scheduleClientStart(at: .zero)
+        for t in setup.clientRestarts where t <= end { schedule(.restartClient, at: t) }
 
         while let next = queue.nextTime, next <= end {
             guard let (t, event) = queue.pop() else { break }
@@ -163,6 +174,43 @@ public struct Simulation {
         now = end
         feedClient(.stop)
         return SimulationResult(inputs: inputCount, actions: actions, counts: counts, end: end)
+    }
+
+    /// The app's start-up: the offline queue read from its file, a resume-key claim, `start`.
+    private mutating func scheduleClientStart(at t: Moment) {
+        if let store, let pending = try? store.pending() {
+            let mutations = pending.map { q in
+                OfflineMutation(idempotencyKey: q.mutation.idempotencyKey, method: q.mutation.method,
+                                params: (try? JSONValue(parsing: q.mutation.paramsJSON)) ?? .object([:]),
+                                createdAt: Moment(nanoseconds: q.mutation.createdAt))
+            }
+            schedule(.client(.offlineQueue(.loaded(mutations))), at: t)
+        }
+        let claim = tokens.claim(client.configuration.resumeKey)
+        let jwt = lastLogin?.jwt ?? Simulation.phoneJWT(userId: userId, deviceId: client.configuration.deviceId, serial: 0)
+        schedule(.client(.start(StartParameters(jwt: jwt, storedResume: claim.credentials, resumeOwnership: claim.ownership))), at: t)
+    }
+
+    /// The client process dies and starts again: its sockets vanish (the relay sees them drop), its
+    /// timers and memory are gone; a new machine starts from the keychain and the offline queue's file.
+    /// The trace gets a `client restart seed=N` marker, from which a replay builds the new machine.
+    private mutating func restartClient() {
+        restarts += 1
+        counts["restarts", default: 0] += 1
+        for (g, c) in connectionOf.sorted(by: { $0.key < $1.key }) {
+            schedule(.relay(.closed(c, code: 1006, reason: "client process killed")), at: now + setup.latency)
+            generationOf[c] = nil
+            connectionOf[g] = nil
+        }
+        clientTimers.removeAll()
+        var config = client.configuration
+        config.seed = setup.seed &+ UInt64(restarts) &* 1_000_003
+        capture?.mark("client restart seed=\(config.seed)", at: now)
+        let path = client.networkPath
+        client = RelayClientMachine(configuration: config)
+        feedClient(.networkPath(path))
+        feedClient(.identity(.start))
+        scheduleClientStart(at: now)
     }
 
     // MARK: Dispatch
@@ -191,6 +239,8 @@ public struct Simulation {
             guard desktopTimers[t] == now else { return }
             desktopTimers[t] = nil
             perform(desktop.handle(.timerFired(t), at: now))
+        case .restartClient:
+            restartClient()
         case .fault(let fault):
             counts["faults", default: 0] += 1
             switch fault {
@@ -259,8 +309,35 @@ public struct Simulation {
             counts["events", default: 0] += 1
         case .callCompleted:
             counts["calls", default: 0] += 1
+        case .offlineQueue(let effect):
+            offlineStore(effect)
+        case .offlineMutationFinished:
+            counts["offlineFinished", default: 0] += 1
         default:
             return
+        }
+    }
+
+    /// Performs an offline-queue write on the real SQLite file.
+    private mutating func offlineStore(_ effect: OfflineQueueEffect) {
+        guard let store else { return }
+        do {
+            switch effect {
+            case .enqueue(let m):
+                counts["offlineQueued", default: 0] += 1
+                _ = try store.enqueue(NewMutation(method: m.method, paramsJSON: m.params.jsonText, idempotencyKey: m.idempotencyKey,
+                                                  createdAt: m.createdAt.nanoseconds))
+            case .markSent(let key):
+                if let q = try store.mutation(idempotencyKey: key) { try store.markSent(q.id) }
+            case .markAnswered(let key, let result, let ts):
+                if let q = try store.mutation(idempotencyKey: key) {
+                    try store.markAnswered(q.id, serverTimestamp: ts ?? now.nanoseconds / 1_000_000, resultJSON: result.jsonText)
+                }
+            case .markFailed(let key, let reason):
+                if let q = try store.mutation(idempotencyKey: key) { try store.markFailed(q.id, reason: reason) }
+            }
+        } catch {
+            counts["offlineQueueErrors", default: 0] += 1
         }
     }
 

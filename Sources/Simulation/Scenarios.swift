@@ -1,7 +1,8 @@
 import Capture
+import Foundation
 public import DevRelay
 public import RelayClient
-import RelayProtocol
+public import RelayProtocol
 public import Trace
 
 /// A named, documented simulation: UI steps plus a fault script, and a default duration.
@@ -26,6 +27,10 @@ public struct Scenario: Sendable {
     public var snapshotProcessing: Duration = .milliseconds(40)
     /// The desktop's snapshot cadence while a lease is active.
     public var desktopSnapshotInterval: Duration = .seconds(3)
+    /// Run with an offline queue (SPEC Part B) in a real SQLite file.
+    public var offlineQueue: Bool = false
+    /// When the client process is killed and restarted.
+    public var clientRestarts: [Moment] = []
 
     /// The set-up of this scenario for `seed` and `duration`, for a client with `configuration`.
     public func setup(seed: UInt64, duration: Duration? = nil, configuration: ClientConfiguration) throws(FaultScriptError) -> SimulationSetup {
@@ -50,6 +55,7 @@ public struct Scenario: Sendable {
         }
         s.snapshotProcessing = snapshotProcessing
         s.desktopSnapshotInterval = desktopSnapshotInterval
+        s.clientRestarts = clientRestarts
         return s
     }
 
@@ -83,7 +89,9 @@ extension Scenario {
     }
 
     /// Every scenario of `relaytrace simulate`, in the order `--help` lists them.
-    public static let all: [Scenario] = [
+    public static let all: [Scenario] = relayScenarios + [offlineQueueScenario]
+
+    static let relayScenarios: [Scenario] = [
         Scenario(
             name: "tour",
             summary: "registration, RPCs incl. a keyed mutation, a chat with lease renewals, a Wi-Fi -> cellular handover, background and foreground",
@@ -174,6 +182,24 @@ extension Scenario {
             loginExpiresAfter: .seconds(330)),
     ]
 
+    /// SPEC Part B: keyed mutations made while the phone has no path are queued in SQLite, drained in
+    /// order after registration under their keys, and a client restart mid-drain loses nothing.
+    public static let offlineQueueScenario: Scenario = {
+        var s = Scenario(
+            name: "offline-queue",
+            summary: "mutations made offline are queued in SQLite and drained in order after registration under their keys; a client restart mid-drain loses nothing",
+            defaultDuration: .seconds(40),
+            faults: "at 5s client path none\nat 25s client path wifi\n",
+            steps: [
+                call(1, "session.rename", ["sessionId": "sess-oq", "name": "Offline 1"], key: "oq-rename", at: 8),
+                call(2, "session.update", ["sessionId": "sess-oq", "updateData": ["notes": "written offline"]], key: "oq-update", at: 10),
+                call(3, "job.cancel", ["jobId": "job-oq"], key: "oq-cancel", at: 12),
+            ])
+        s.offlineQueue = true
+        s.clientRestarts = [.seconds(25.11)]
+        return s
+    }()
+
     /// The scenario called `name`.
     public static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }
 }
@@ -219,7 +245,16 @@ public enum ScenarioRunner {
     public static func simulate(_ scenario: Scenario, seed: UInt64, duration: Duration? = nil, path: String,
                                 overwrite: Bool = true) throws -> (SimulationResult, TraceWriterSummary) {
         let config = SimulationIdentity.configuration(seed: seed)
-        let setup = try scenario.setup(seed: seed, duration: duration, configuration: config)
+        var setup = try scenario.setup(seed: seed, duration: duration, configuration: config)
+        var queueFile: String?
+        if scenario.offlineQueue {
+            queueFile = path + ".offline-queue.sqlite"
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: queueFile! + suffix) }
+            setup.offlineQueuePath = queueFile
+        }
+        defer {
+            if let queueFile { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: queueFile + suffix) } }
+        }
         let capture = try ClientCapture(
             path: path, configuration: config, wallClockStart: SimulationIdentity.wallClockStart, simulated: true,
             options: SimulationIdentity.writerOptions(seed: seed, overwrite: overwrite),

@@ -47,6 +47,9 @@ import Trace
         .selectRegion(.us), .selectRegion(.eu),
         .interest(.claim(ClaimID(1), baseSessionId: "s")), .interest(.confirmVisible(ClaimID(1))), .interest(.release(ClaimID(1))),
         .snapshotProcessed,
+        .offlineQueue(.loaded([])),
+        .offlineQueue(.loaded([OfflineMutation(idempotencyKey: "k", method: "session.rename", params: ["name": "x"], createdAt: .seconds(8)),
+                               OfflineMutation(idempotencyKey: "k2", method: "job.cancel", params: [:], createdAt: .seconds(9))])),
     ]
 
     @Test(arguments: inputs)

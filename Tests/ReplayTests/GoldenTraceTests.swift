@@ -9,7 +9,7 @@ import Trace
 @Suite struct GoldenTraceTests {
     static let names = ["tour", "handshake-timeout", "watchdog", "invalid-resume", "invalid-resume-loop", "rpc-timeout",
                         "rpc-timeout-replaced", "handover", "background", "lease", "ingress-coalesce", "token-refresh",
-                        "capture-tour-wss", "capture-lease-ws"]
+                        "offline-queue", "capture-tour-wss", "capture-lease-ws"]
 
     @Test func theCapturedTracesCameOverRealSockets() throws {
         for name in ["capture-tour-wss", "capture-lease-ws"] {
