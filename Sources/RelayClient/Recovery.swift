@@ -82,7 +82,7 @@ extension RelayClientMachine {
             suspend(.background)
         } else if old == .background {
             // Back to the foreground: recovery for the active desktop starts 1.5 s later.
-            arm(.foregroundRecovery, at: now + ClientConstants.foregroundRecoveryDelay)
+            arm(.foregroundRecovery, at: now + tuning.foregroundRecoveryDelay)
         }
     }
 
@@ -134,7 +134,7 @@ extension RelayClientMachine {
         }
         lastEpochId += 1
         let e = RecoveryEpoch(id: lastEpochId, reason: reason, openedAt: now,
-                              deadline: now + ClientConstants.recoveryWindow, failedProbes: 0, probeInFlight: nil)
+                              deadline: now + tuning.recoveryWindow, failedProbes: 0, probeInFlight: nil)
         epoch = e
         emit(.epochOpened(epoch: e.id, reason: reason, deadline: e.deadline))
         arm(.epochDeadline(epoch: e.id), at: e.deadline)

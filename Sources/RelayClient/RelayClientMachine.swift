@@ -13,6 +13,8 @@ public import RelayProtocol
 public struct RelayClientMachine: Sendable {
     /// The fixed configuration.
     public let configuration: ClientConfiguration
+    /// The timing (the SPEC's unless a what-if experiment changed it).
+    public let tuning: ClientTuning
     /// The connection phase.
     public internal(set) var phase: ConnectionPhase = .idle
     /// The current transport generation (nil when no socket is current).
@@ -90,9 +92,10 @@ public struct RelayClientMachine: Sendable {
         var attempt: Int
     }
 
-    /// Creates an idle machine.
-    public init(configuration: ClientConfiguration) {
+    /// Creates an idle machine with the SPEC's timing, or `tuning` for a what-if experiment.
+    public init(configuration: ClientConfiguration, tuning: ClientTuning = .spec) {
         self.configuration = configuration
+        self.tuning = tuning
         var rng = SeededRandom(seed: configuration.seed)
         // A11: one app-session ID per launch, from the seeded generator.
         self.interest = TimelineInterestCoordinator(appSessionId: rng.uuidString())
@@ -250,7 +253,7 @@ public struct RelayClientMachine: Sendable {
             registrationAttempt = attempt.id
         }
         emit(.openTransport(g, url: url, headers: upgradeHeaders()))
-        arm(.handshake(g), at: now + ClientConstants.handshakeTimeout)
+        arm(.handshake(g), at: now + tuning.handshakeTimeout)
         setPhase(.connecting(g))
     }
 
@@ -315,7 +318,7 @@ public struct RelayClientMachine: Sendable {
             relayProtocolVersion: ClientConstants.relayProtocolVersion,
             targetDesktopDeviceId: configuration.desktopId)
         send(.register(payload), on: g)
-        arm(.handshake(g), at: now + ClientConstants.handshakeTimeout)
+        arm(.handshake(g), at: now + tuning.handshakeTimeout)
     }
 
     private mutating func registered(on g: Generation, relaySessionId: String) {
@@ -324,8 +327,8 @@ public struct RelayClientMachine: Sendable {
         reconnectAttempt = 0
         setPhase(.registered(g, relaySessionId: relaySessionId))
         lastInbound = now
-        arm(.heartbeat(g), at: now + ClientConstants.heartbeatInterval)
-        arm(.watchdog(g), at: now + ClientConstants.watchdogTimeout)
+        arm(.heartbeat(g), at: now + tuning.heartbeatInterval)
+        arm(.watchdog(g), at: now + tuning.watchdogTimeout)
         for call in pendingCalls.all where call.sentOn == nil {
             sendCall(call, on: g)
         }
@@ -360,7 +363,7 @@ public struct RelayClientMachine: Sendable {
             return stop(.invalidResumeLoop)
         }
         cancel(.handshake(g))
-        arm(.reRegister(g), at: now + ClientConstants.invalidResumeReRegisterDelay)
+        arm(.reRegister(g), at: now + tuning.invalidResumeReRegisterDelay)
     }
 
     // MARK: - Inbound
@@ -548,10 +551,10 @@ public struct RelayClientMachine: Sendable {
         case .heartbeat(let g):
             guard generation == g, case .registered = phase else { return }
             send(.heartbeat(HeartbeatPayload(activeSessionId: nil)), on: g)
-            arm(.heartbeat(g), at: now + ClientConstants.heartbeatInterval)
+            arm(.heartbeat(g), at: now + tuning.heartbeatInterval)
         case .watchdog(let g):
             guard generation == g else { return }
-            let due = lastInbound + ClientConstants.watchdogTimeout
+            let due = lastInbound + tuning.watchdogTimeout
             if now >= due {
                 failConnection(.watchdog, socketAlreadyGone: false)
             } else {

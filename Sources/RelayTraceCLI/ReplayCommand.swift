@@ -32,6 +32,7 @@ enum ReplayCommand {
             OptionSpec(long: "until", valueName: "time", help: "Stop before the first record at or after this time and print the state."),
             OptionSpec(long: "break", valueName: "expr", help: "Pause before records matching these expressions (with --step: the prompt; without: print the state and stop)."),
             OptionSpec(long: "step", help: "Step interactively; commands come from stdin."),
+            OptionSpec(long: "set", valueName: "name=time,...", help: "Change the client's timing for the replay (a what-if experiment): " + ClientTuning.names.keys.sorted().joined(separator: ", ") + "."),
             OptionSpec(long: "what-if", help: "Run the client against the recorded peer instead: timers from the virtual clock, recorded answers matched to what the client actually sends; report frames without a counterpart."),
         ],
         run: { args, ctx in run(args, ctx) })
@@ -54,9 +55,18 @@ enum ReplayCommand {
                 return RelayTraceCommand.usageError(error, ctx)
             }
         }
+        var tuning = ClientTuning.spec
+        if let text = args.value("set") {
+            for part in text.split(separator: ",") {
+                let kv = part.split(separator: "=", maxSplits: 1).map(String.init)
+                guard kv.count == 2, let ns = FaultScript.parseDuration(kv[1]) ?? seconds(kv[1]), tuning.set(kv[0], to: .nanoseconds(ns)) else {
+                    return RelayTraceCommand.usageError(UsageError(message: "--set '\(part)' is not NAME=TIME with NAME one of " + ClientTuning.names.keys.sorted().joined(separator: ", "), commandPath: command), ctx)
+                }
+            }
+        }
         let replayer: Replayer
         do throws(ReplayError) {
-            replayer = try Replayer(path: path)
+            replayer = try Replayer(path: path, tuning: tuning)
         } catch {
             ctx.stderr.line("Error: \(error.message)")
             if let t = error.traceError { return RelayTraceCommand.exitCode(for: t) }
@@ -68,7 +78,7 @@ enum ReplayCommand {
                 return RelayTraceCommand.usageError(UsageError(message: "--what-if runs the whole trace; it does not take --step, --until or --break", commandPath: command), ctx)
             }
             do throws(ReplayError) {
-                let report = try WhatIfReplayer(header: replayer.header, records: replayer.records).run()
+                let report = try WhatIfReplayer(header: replayer.header, records: replayer.records, machine: replayer.machine).run()
                 ctx.stdout.line(report.description)
                 return report.unmatched.isEmpty ? .success : .found
             } catch {

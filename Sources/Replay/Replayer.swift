@@ -113,8 +113,9 @@ public final class Replayer {
         var lastInputRecord: Int?
     }
 
-    /// A replayer of `records` under `header`.
-    public init(header: TraceHeader, records: [TraceRecord], checkpointInterval: Int = 512) throws(ReplayError) {
+    /// A replayer of `records` under `header`; `tuning` changes the client's timing (a what-if
+    /// experiment: the replay then diverges where the change first shows).
+    public init(header: TraceHeader, records: [TraceRecord], checkpointInterval: Int = 512, tuning: ClientTuning = .spec) throws(ReplayError) {
         self.header = header
         self.records = records
         self.checkpointInterval = max(1, checkpointInterval)
@@ -122,7 +123,7 @@ public final class Replayer {
         do { configuration = try ClientCapture.configuration(from: header) } catch {
             throw ReplayError(message: "the trace header does not describe a relay client: \(error)")
         }
-        machine = RelayClientMachine(configuration: configuration)
+        machine = RelayClientMachine(configuration: configuration, tuning: tuning)
         initialMachine = machine
         redactor = header.redaction.redactor
         checkpoints.append(Checkpoint(position: 0, machine: machine, pending: [], lastInputRecord: nil))
@@ -130,7 +131,7 @@ public final class Replayer {
 
     /// A replayer of the trace file at `path` (read whole; a damaged trace replays up to the damage only
     /// if `allowDamaged`).
-    public convenience init(path: String, allowDamaged: Bool = false, checkpointInterval: Int = 512) throws(ReplayError) {
+    public convenience init(path: String, allowDamaged: Bool = false, checkpointInterval: Int = 512, tuning: ClientTuning = .spec) throws(ReplayError) {
         let reader: TraceReader
         do { reader = try TraceReader(path: path) } catch {
             throw ReplayError(message: "\(path): \(error.description)", traceError: error)
@@ -139,7 +140,7 @@ public final class Replayer {
         if let error, !allowDamaged {
             throw ReplayError(message: "\(path): \(error.description)", traceError: error)
         }
-        try self.init(header: reader.header, records: entries.map(\.record), checkpointInterval: checkpointInterval)
+        try self.init(header: reader.header, records: entries.map(\.record), checkpointInterval: checkpointInterval, tuning: tuning)
     }
 
     /// Whether every record has been replayed.
@@ -166,7 +167,7 @@ public final class Replayer {
             if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: index) }
             var config = machine.configuration
             config.seed = seed
-            machine = RelayClientMachine(configuration: config)
+            machine = RelayClientMachine(configuration: config, tuning: machine.tuning)
             pending.removeAll()
             pendingHead = 0
             position += 1

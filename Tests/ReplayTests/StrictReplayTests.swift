@@ -1,5 +1,6 @@
 import Capture
 import Foundation
+import ReplayTesting
 import RelayClient
 import RelayProtocol
 import Replay
@@ -118,5 +119,43 @@ func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil)
         #expect(replayer.machine.networkPath == .satisfied(.cellular))
         replayer.breakpoints = []
         #expect(replayer.run() == .finished)
+    }
+}
+
+/// A deliberately changed client constant makes the right trace diverge at the right record.
+@Suite struct ChangedConstantTests {
+    @Test func aSixSecondHeartbeatDivergesTheLeaseTraceAtItsFirstHeartbeatTimer() throws {
+        var tuning = ClientTuning.spec
+        tuning.heartbeatInterval = .seconds(6)
+        let replay = try TraceReplay(named: "lease")
+        let expected = try #require(replay.replayer.records.firstIndex { r in
+            r.kind == .action && r.payloadText.contains("\"armTimer\"") && r.payloadText.contains("\"heartbeat\"")
+        })
+        let changed = try Replayer(header: replay.replayer.header, records: replay.replayer.records, tuning: tuning)
+        guard case .diverged(let d) = changed.run() else { Issue.record("a 6 s heartbeat must diverge"); return }
+        #expect(d.record == expected)
+        #expect(d.rule?.section == "A6")
+        #expect(d.jsonDifferences.count == 1)
+        #expect(d.jsonDifferences.first?.hasPrefix("$.deadline:") == true)
+    }
+
+    @Test func aLongerHandshakeTimeoutDivergesTheHandshakeTraceWhereTheTimerIsArmed() throws {
+        var tuning = ClientTuning.spec
+        tuning.handshakeTimeout = .seconds(12)
+        let replay = try TraceReplay(named: "handshake-timeout")
+        let expected = try #require(replay.replayer.records.firstIndex { r in
+            r.kind == .action && r.payloadText.contains("\"armTimer\"") && r.payloadText.contains("\"handshake\"")
+        })
+        let changed = try Replayer(header: replay.replayer.header, records: replay.replayer.records, tuning: tuning)
+        guard case .diverged(let d) = changed.run() else { Issue.record("a 12 s handshake must diverge"); return }
+        #expect(d.record == expected)
+        #expect(d.rule?.section == "A6")
+        // The same change in a what-if run: the client still registers, one socket later.
+        var config = try ClientCapture.configuration(from: replay.replayer.header)
+        config.seed = replay.replayer.header.seed
+        let report = try WhatIfReplayer(header: replay.replayer.header, records: replay.replayer.records,
+                                        machine: RelayClientMachine(configuration: config, tuning: tuning)).run()
+        let failures = report.actions.compactMap { t, a -> Moment? in if case .connectionFailed(_, .handshakeTimeout) = a { t } else { nil } }
+        #expect(failures.count == 1)
     }
 }
