@@ -308,6 +308,58 @@ async def c_rpc_fragmented(ctx):
     return f"system.ping in {len(pieces)} fragments answered"
 
 
+async def c_rpc_before_register(ctx):
+    phone = Phone()
+    async with ctx.connect(phone) as ws:
+        await ws.send(rpc("system.ping", "R-early"))
+        m = await expect_error(ws, "authRequired", ctx.timeout)
+        check_registered(await register(ws, phone))
+    return m["message"]
+
+
+async def c_binary_ignored(ctx):
+    phone = Phone()
+    async with ctx.connect(phone) as ws:
+        check_registered(await register(ws, phone))
+        # PTC1 goes desktop -> phone only: the relay drops a phone's binary frame and keeps the socket.
+        await ws.send(b"PTC1\x00\x02t1hello")
+        await expect_still_open(ws, ctx.timeout)
+    return "dropped, socket open"
+
+
+async def c_event_replay(ctx):
+    phone = Phone()
+    async with ctx.connect(phone) as ws:
+        payload = json.loads(phone.register())
+        payload["payload"]["lastEventId"] = 0
+        await ws.send(json.dumps(payload))
+        check_registered(await recv_type(ws, ("registered",), ctx.timeout, skip=()))
+        # The desktop's device-status online (published when it registered) is replayed above 0.
+        while True:
+            m = await recv_type(ws, ("event",), ctx.timeout, skip=())
+            p = m.get("payload") or {}
+            if p.get("eventType") == "device-status" and (p.get("payload") or {}).get("deviceId") == DESKTOP_ID:
+                break
+        expect(isinstance(m.get("eventId"), int) and m["eventId"] >= 1, f"replayed event has no eventId: {m}")
+        expect(m.get("sourceDeviceId") == DESKTOP_ID, f"sourceDeviceId {m.get('sourceDeviceId')!r} is not the desktop")
+        expect(isinstance(m.get("timestamp"), str), "event without a timestamp")
+    return f"device-status {p['payload'].get('status')} replayed as eventId {m['eventId']}"
+
+
+async def c_too_big(ctx):
+    phone = Phone()
+    async with ctx.connect(phone) as ws:
+        check_registered(await register(ws, phone))
+        try:
+            await ws.send(" " * (MAX_SIZE + 1))
+        except ConnectionClosed:
+            pass  # the relay may close before python has written all of it
+        rcvd = await expect_closed(ws, ctx.timeout)
+        expect(rcvd is not None, "the socket ended without a close frame")
+        expect(rcvd.code == 1009, f"expected close 1009 (message too big), got {rcvd.code} {rcvd.reason!r}")
+    return f"closed {rcvd.code} {rcvd.reason!r}"
+
+
 async def c_ws_ping(ctx):
     phone = Phone()
     async with ctx.connect(phone) as ws:
@@ -414,7 +466,11 @@ CHECKS = [
     ("invalid-json", c_invalid_json),
     ("rpc", c_rpc),
     ("rpc-fragmented", c_rpc_fragmented),
+    ("rpc-before-register", c_rpc_before_register),
+    ("binary-ignored", c_binary_ignored),
+    ("event-replay", c_event_replay),
     ("ws-ping", c_ws_ping),
+    ("too-big", c_too_big),
     ("close-1000", c_close_1000),
     ("close-4001", c_close_4001),
     ("replaced-by-same-device", c_replaced_by_same_device),
