@@ -243,7 +243,8 @@ struct RelayInteropTests {
         let log = relay.stdout.text
         for needle in ["closed by peer (1000, python bye)", "closed by peer (4001, python bye)", "(same device): closed",
                        "refused 401: missing Authorization header", "refused 401: JWT tbh claim", "refused 404",
-                       "second register on one socket", "invalid resume of", "binary frame from a phone ignored"] {
+                       "second register on one socket", "invalid resume of", "binary frame from a phone ignored",
+                       "closed by peer (1009, failed by the relay: "] {
             #expect(log.contains(needle), "the relay log has no \"\(needle)\"\n\(report)")
         }
         #expect(relayStatus == 0, "relay exit status \(relayStatus.map(String.init) ?? "(killed)")\n\(report)")
