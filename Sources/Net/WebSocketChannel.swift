@@ -38,6 +38,8 @@ public final class WebSocketChannel: Sendable {
     private let reader: Mutex<ReaderState>
     private let closeDeadline = Mutex<ContinuousClock.Instant?>(nil)
     private let flushRequested = Atomic<Bool>(false)
+    /// Set once the transport may go as soon as queued output is written (see ``closeWhenWritten()``).
+    private let closeWhenFlushed = Atomic<Bool>(false)
 
     /// Wraps a stream whose opening handshake is done. `initialBytes` are bytes that arrived after the
     /// handshake head (the first frames); they are parsed before anything is read from the stream.
@@ -106,7 +108,8 @@ public final class WebSocketChannel: Sendable {
     /// Writes queued codec output (pongs, the close echo), without ever waiting for the write lock: the
     /// reader calls it, and a reader waiting behind a writer that is blocked because the peer waits for
     /// us to read would deadlock. When a writer holds the lock, it flushes after it releases it (it
-    /// checks `flushRequested` after unlocking; this sets it before trying the lock).
+    /// checks `flushRequested` after unlocking; this sets it before trying the lock). Once
+    /// ``closeWhenWritten()`` was called, whoever flushes closes the transport after writing.
     private func flush() {
         flushRequested.store(true, ordering: .sequentiallyConsistent)
         while flushRequested.load(ordering: .sequentiallyConsistent) {
@@ -114,9 +117,19 @@ public final class WebSocketChannel: Sendable {
                 flushRequested.store(false, ordering: .sequentiallyConsistent)
                 let bytes = codec.withLock { $0.takeOutbound() }
                 try? writeLocked(bytes)
+                if closeWhenFlushed.load(ordering: .sequentiallyConsistent) { stream.close() }
             }
             if acquired == nil { return }
         }
+    }
+
+    /// Closes the transport once the codec's queued output (the close echo above all) is on the wire:
+    /// at once when the write lock is free, else by the writer holding it, in the flush it does after
+    /// releasing it. Closing the stream right away instead lost the close echo whenever a send was still
+    /// holding the lock when the peer's close frame arrived (python websockets then saw no close frame).
+    func closeWhenWritten() {
+        closeWhenFlushed.store(true, ordering: .sequentiallyConsistent)
+        flush()
     }
 
     private func writeLocked(_ bytes: [UInt8]) throws(WebSocketError) {
@@ -255,7 +268,7 @@ public final class WebSocketChannel: Sendable {
                 guard let n, n > 0 else { break }
             }
         }
-        stream.close()
+        closeWhenWritten()
     }
 
     private func readChunk(into buffer: inout [UInt8], _ deadline: Deadline) throws(NetError) -> Int {

@@ -234,7 +234,8 @@ public final class WebSocketServer: Sendable {
                                        initialBytes: leftover, closeTimeout: closeTimeout)
         handler(channel, request)
         if channel.state == .open { _ = try? channel.closeAndWait(code: .normalClosure) }
-        channel.abort()
+        // After a completed close handshake the echo may still wait for a writer's flush: let it out.
+        if channel.state == .closed { channel.closeWhenWritten() } else { channel.abort() }
         log?("\(peer): ended")
     }
 }

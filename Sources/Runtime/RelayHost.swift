@@ -158,7 +158,8 @@ final class RelayHostCore: Sendable {
             case .closed(let code, let reason):
                 post(.relay(.closed(id, code: code.rawValue, reason: reason)))
             case .protocolError(let e):
-                post(.relay(.closed(id, code: e.closeCode.rawValue, reason: "protocol error")))
+                // The relay failed the connection (it sent the close frame): say why, not just the code.
+                post(.relay(.closed(id, code: e.closeCode.rawValue, reason: "failed by the relay: \(e.message)")))
             }
             if case .closed = event { break }
             if case .protocolError = event { break }

@@ -1,0 +1,254 @@
+import Dispatch
+import Foundation
+import Glibc
+import RelayProtocol
+import Synchronization
+import Testing
+
+/// The package root (this file is Tests/RelayTraceCLITests/RelayInteropTests.swift).
+private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+/// The venv's python with `websockets` 17 (made by tools/interop/setup-venv.sh), or nil when absent.
+private let interopPython: String? = {
+    let path = packageRoot.appendingPathComponent(".venv/bin/python").path
+    return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+}()
+
+/// Every check of tools/interop/relay_client_checks.py, in its order: a check that disappears from the
+/// script (or is not run) fails the test, as does one that fails.
+private let expectedChecks = [
+    "register", "resume", "invalid-resume", "heartbeat", "text-ping", "snake-case", "unknown-type", "invalid-json",
+    "rpc", "rpc-fragmented", "rpc-before-register", "binary-ignored", "event-replay", "ws-ping", "too-big", "close-1000", "close-4001", "replaced-by-same-device", "double-register",
+    "missing-bearer", "wrong-binding", "wrong-path", "tls-untrusted",
+]
+
+/// How long any one wait of these tests may take before the test gives up (and kills what it started).
+private let startTimeout: DispatchTimeInterval = .seconds(30)
+private let checksTimeout: DispatchTimeInterval = .seconds(150)
+private let stopTimeout: DispatchTimeInterval = .seconds(15)
+
+/// Everything a child process writes to one pipe, collected by a thread so the pipe never fills; the
+/// test waits for lines or EOF with a deadline.
+private final class PipeCollector: Sendable {
+    private let state = Mutex<(data: [UInt8], eof: Bool)>(([], false))
+    private let changed = DispatchSemaphore(value: 0)
+
+    init(_ pipe: Pipe) {
+        let handle = pipe.fileHandleForReading
+        Thread { [self] in
+            while true {
+                let chunk = handle.availableData
+                state.withLock { s in
+                    if chunk.isEmpty { s.eof = true } else { s.data += chunk }
+                }
+                changed.signal()
+                if chunk.isEmpty { return }
+            }
+        }.start()
+    }
+
+    /// What was collected so far.
+    var text: String { String(decoding: state.withLock { $0.data }, as: UTF8.self) }
+
+    /// The first line (without its newline), or nil when EOF or the deadline comes first.
+    func firstLine(within timeout: DispatchTimeInterval) -> String? {
+        let deadline = DispatchTime.now() + timeout
+        while true {
+            let (line, eof) = state.withLock { s -> (String?, Bool) in
+                guard let nl = s.data.firstIndex(of: UInt8(ascii: "\n")) else { return (nil, s.eof) }
+                return (String(decoding: s.data[..<nl], as: UTF8.self), s.eof)
+            }
+            if let line { return line }
+            if eof || changed.wait(timeout: deadline) == .timedOut { return nil }
+        }
+    }
+
+    /// Waits for EOF; false when the deadline comes first.
+    func waitForEOF(within timeout: DispatchTimeInterval) -> Bool {
+        let deadline = DispatchTime.now() + timeout
+        while !state.withLock({ $0.eof }) {
+            if changed.wait(timeout: deadline) == .timedOut { return state.withLock { $0.eof } }
+        }
+        return true
+    }
+}
+
+/// Set once by a process's termination handler; waits on it return at once after that.
+private final class ExitSignal: Sendable {
+    private let exited = Mutex(false)
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func signal() {
+        exited.withLock { $0 = true }
+        semaphore.signal()
+    }
+
+    /// True when the process has exited (now or within `timeout`).
+    func wait(within timeout: DispatchTimeInterval) -> Bool {
+        let deadline = DispatchTime.now() + timeout
+        while !exited.withLock({ $0 }) {
+            if semaphore.wait(timeout: deadline) == .timedOut { return exited.withLock { $0 } }
+        }
+        return true
+    }
+}
+
+/// A child process with its output collected, its exit awaited with deadlines, and killed when the
+/// test is done with it (whatever happened).
+private final class Child {
+    let process = Process()
+    let stdout: PipeCollector
+    let stderr: PipeCollector
+    private let exit = ExitSignal()
+    /// Its standard input: closed when the child is stopped, so a child reading it sees EOF.
+    private let stdin = Pipe()
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = stdin
+        stdout = PipeCollector(out)
+        stderr = PipeCollector(err)
+        let exit = exit
+        process.terminationHandler = { _ in exit.signal() }
+        try process.run()
+    }
+
+    /// Waits for the child to exit by itself; nil (and the child killed) when the deadline comes first.
+    func waitForExit(within timeout: DispatchTimeInterval) -> Int32? {
+        guard exit.wait(within: timeout) else {
+            kill()
+            return nil
+        }
+        _ = stdout.waitForEOF(within: .seconds(5))
+        _ = stderr.waitForEOF(within: .seconds(5))
+        return process.terminationStatus
+    }
+
+    /// SIGTERM (and stdin closed), then the exit status; SIGKILL and nil when it does not exit in time.
+    func terminate(within timeout: DispatchTimeInterval) -> Int32? {
+        try? stdin.fileHandleForWriting.close()
+        if process.isRunning { process.terminate() }
+        return waitForExit(within: timeout)
+    }
+
+    /// SIGKILL if still running, and reaps it.
+    func kill() {
+        try? stdin.fileHandleForWriting.close()
+        guard process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        _ = exit.wait(within: .seconds(5))
+    }
+
+    deinit {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// A throw-away self-signed certificate for 127.0.0.1 and localhost, made with the `openssl` CLI
+/// (tools/setup.sh installs it) in a temporary directory: the relay serves it, python trusts it alone.
+private struct ThrowAwayCertificate {
+    let directory: URL
+    var certificateFile: String { directory.appendingPathComponent("cert.pem").path }
+    var keyFile: String { directory.appendingPathComponent("key.pem").path }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("relaytrace-relay-interop-\(getpid())-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let openssl = ["/usr/bin/openssl", "/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/openssl"
+        let result = try runProcess(openssl, [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout", keyFile, "-out", certificateFile,
+        ])
+        guard result.status == 0 else {
+            remove()
+            throw InteropFailure("openssl req -x509 exited \(result.status): \(result.stderr)")
+        }
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: directory) }
+}
+
+private struct InteropFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// python `websockets` 17 client (a peer nobody here wrote) <-> the built `relaytrace relay`, over ws and
+/// wss: tools/interop/relay_client_checks.py runs its checks (register, resume, invalid resume, heartbeat,
+/// text ping, camelCase/unknown-type/invalid-JSON errors, RPCs with traceparent, a fragmented RPC, an
+/// RPC before register, a phone's binary frame, event replay, WebSocket ping, 1009 over 32 MiB, close
+/// codes, replacement by the same device, double register, HTTP refusals, TLS trust) and prints one
+/// JSON line per check; the relay's log must show the closes and refusals the checks caused.
+// Enabled only when the venv exists: tools/test.sh makes it (tools/interop/setup-venv.sh) before the
+// tests, so the test command always runs these; without it they are reported as skipped with this reason.
+@Suite("python websockets client <-> relaytrace relay",
+       .enabled(if: interopPython != nil, "no .venv/bin/python: run tools/interop/setup-venv.sh (tools/test.sh does) to run the relay interop tests"))
+struct RelayInteropTests {
+    @Test("every python check passes against the relay", .timeLimit(.minutes(4)), arguments: [false, true])
+    func pythonChecks(tls: Bool) throws {
+        let python = try #require(interopPython)
+        let certificate = tls ? try ThrowAwayCertificate() : nil
+        defer { certificate?.remove() }
+        var relayArguments = ["relay", "--listen", "127.0.0.1:0", "--for", "60s"]
+        if let certificate { relayArguments += ["--tls-cert", certificate.certificateFile, "--tls-key", certificate.keyFile] }
+        let relay = try Child(productsDirectory().appendingPathComponent("relaytrace").path, relayArguments)
+        defer { relay.kill() }
+
+        // The first line names the URL.
+        guard let first = relay.stdout.firstLine(within: startTimeout) else {
+            _ = relay.terminate(within: stopTimeout)
+            Issue.record("relaytrace relay printed no first line; stdout: \(relay.stdout.text) stderr: \(relay.stderr.text)")
+            return
+        }
+        let scheme = tls ? "wss" : "ws"
+        let prefix = "listening on \(scheme)://127.0.0.1:"
+        try #require(first.hasPrefix(prefix) && first.hasSuffix("/ws/device-link"), "unexpected first line \"\(first)\"")
+        let url = String(first.dropFirst("listening on ".count))
+
+        var checkArguments = [packageRoot.appendingPathComponent("tools/interop/relay_client_checks.py").path, url]
+        if let certificate { checkArguments += ["--ca-file", certificate.certificateFile] }
+        let checks = try Child(python, checkArguments)
+        defer { checks.kill() }
+        let status = checks.waitForExit(within: checksTimeout)
+        let relayStatus = relay.terminate(within: stopTimeout)
+        let report = """
+            python exited \(status.map(String.init) ?? "(killed after the timeout)")
+            --- python stdout
+            \(checks.stdout.text)--- python stderr
+            \(checks.stderr.text)--- relay stdout
+            \(relay.stdout.text)--- relay stderr
+            \(relay.stderr.text)
+            """
+
+        // One JSON line per check, every one passed, none missing.
+        var seen: [String] = []
+        for line in checks.stdout.text.split(separator: "\n") {
+            guard let json = try? JSONValue(parsing: String(line)), let name = json["check"]?.stringValue else {
+                Issue.record("not a check line: \(line)\n\(report)")
+                continue
+            }
+            seen.append(name)
+            #expect(json["ok"]?.boolValue == true, "check \(name) failed: \(json["detail"]?.stringValue ?? "?")\n\(report)")
+        }
+        #expect(seen == expectedChecks, "checks run \(seen), expected \(expectedChecks)\n\(report)")
+        #expect(status == 0, "\(report)")
+
+        // The relay saw the clean closes and the refusals, and stopped on SIGTERM by itself.
+        let log = relay.stdout.text
+        for needle in ["closed by peer (1000, python bye)", "closed by peer (4001, python bye)", "(same device): closed",
+                       "refused 401: missing Authorization header", "refused 401: JWT tbh claim", "refused 404",
+                       "second register on one socket", "invalid resume of", "binary frame from a phone ignored",
+                       "closed by peer (1009, failed by the relay: "] {
+            #expect(log.contains(needle), "the relay log has no \"\(needle)\"\n\(report)")
+        }
+        #expect(relayStatus == 0, "relay exit status \(relayStatus.map(String.init) ?? "(killed)")\n\(report)")
+        #expect(log.hasSuffix("relay stopped\n"), "the relay log does not end with 'relay stopped'\n\(report)")
+    }
+}
+
