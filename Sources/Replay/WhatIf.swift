@@ -99,6 +99,9 @@ public final class WhatIfReplayer {
     public init(header: TraceHeader, records: [TraceRecord], machine: RelayClientMachine? = nil) throws(ReplayError) {
         self.header = header
         self.records = records
+        if let restart = records.firstIndex(where: { $0.kind == .marker && Replayer.restartSeed($0) != nil }) {
+            throw ReplayError(message: "what-if replay does not follow a client restart (record #\(restart)); replay this trace strictly")
+        }
         if let machine {
             self.machine = machine
         } else {
