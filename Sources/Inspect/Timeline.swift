@@ -237,6 +237,9 @@ public struct Timeline: Sendable {
             } else if name.hasPrefix("epoch") {
                 closeEpoch(at: r.time)
                 mark("recovery", .epoch, rec, end: r.time)
+            } else if name == "desktopStatusChanged", let status = rec.json?["status"]?.stringValue, !status.hasPrefix("recovering") {
+                // The epoch ended: the desktop answered (online) or is shown temporarily offline.
+                closeEpoch(at: r.time)
             }
         default: break
         }
