@@ -76,7 +76,7 @@ public final class WhatIfReplayer {
         var type: String
     }
 
-    private var queue = WhatIfQueue<Event>()
+    private var queue = TimedQueue<Event>()
     private var timers: [TimerID: Moment] = [:]
     private var report = WhatIfReport()
     private var now: Moment = .zero
@@ -343,39 +343,4 @@ public final class WhatIfReplayer {
         out.message = .rpcResponse(resp)
         return out
     }
-}
-
-/// The what-if replay's event queue: earliest first, ties in insertion order.
-struct WhatIfQueue<Element> {
-    private var heap: [(time: Moment, seq: UInt64, element: Element)] = []
-    private var seq: UInt64 = 0
-
-    mutating func push(_ e: Element, at t: Moment) {
-        heap.append((t, seq, e))
-        seq += 1
-        var i = heap.count - 1
-        while i > 0, less(i, (i - 1) / 2) {
-            heap.swapAt(i, (i - 1) / 2)
-            i = (i - 1) / 2
-        }
-    }
-
-    mutating func pop() -> (Moment, Element)? {
-        guard !heap.isEmpty else { return nil }
-        heap.swapAt(0, heap.count - 1)
-        let top = heap.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < heap.count, less(l, m) { m = l }
-            if r < heap.count, less(r, m) { m = r }
-            if m == i { break }
-            heap.swapAt(i, m)
-            i = m
-        }
-        return (top.time, top.element)
-    }
-
-    private func less(_ a: Int, _ b: Int) -> Bool { (heap[a].time, heap[a].seq) < (heap[b].time, heap[b].seq) }
 }

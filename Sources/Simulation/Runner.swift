@@ -104,7 +104,7 @@ public struct Simulation {
         case restartClient
     }
 
-    private var queue = EventQueue<Event>()
+    private var queue = TimedQueue<Event>()
     private var clientTimers: [TimerID: Moment] = [:]
     private var relayTimers: [RelayTimer: Moment] = [:]
     private var desktopTimers: [DesktopTimer: Moment] = [:]

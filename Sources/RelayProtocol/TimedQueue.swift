@@ -1,15 +1,22 @@
-import RelayProtocol
-
-/// A deterministic priority queue of timed events: earliest first, ties in insertion order.
-struct EventQueue<Element> {
+/// A deterministic priority queue of timed events: earliest first, ties in insertion order. The one
+/// scheduler under every virtual-time runner (simulations, what-if replay), so that the same inputs give
+/// the same order everywhere.
+public struct TimedQueue<Element> {
     private var heap: [(time: Moment, seq: UInt64, element: Element)] = []
     private var nextSeq: UInt64 = 0
 
-    var isEmpty: Bool { heap.isEmpty }
-    var count: Int { heap.count }
-    var nextTime: Moment? { heap.first?.time }
+    /// An empty queue.
+    public init() {}
 
-    mutating func push(_ element: Element, at time: Moment) {
+    /// Whether nothing is queued.
+    public var isEmpty: Bool { heap.isEmpty }
+    /// How many events are queued.
+    public var count: Int { heap.count }
+    /// The time of the earliest event.
+    public var nextTime: Moment? { heap.first?.time }
+
+    /// Queues `element` for `time`.
+    public mutating func push(_ element: Element, at time: Moment) {
         heap.append((time, nextSeq, element))
         nextSeq += 1
         var i = heap.count - 1
@@ -21,7 +28,8 @@ struct EventQueue<Element> {
         }
     }
 
-    mutating func pop() -> (time: Moment, element: Element)? {
+    /// Removes and returns the earliest event (the first queued among equals).
+    public mutating func pop() -> (time: Moment, element: Element)? {
         guard !heap.isEmpty else { return nil }
         heap.swapAt(0, heap.count - 1)
         let top = heap.removeLast()
@@ -42,3 +50,5 @@ struct EventQueue<Element> {
         (heap[a].time, heap[a].seq) < (heap[b].time, heap[b].seq)
     }
 }
+
+extension TimedQueue: Sendable where Element: Sendable {}
