@@ -87,21 +87,26 @@ public final class WatchPerturbation {
     }
 
     /// Shrinks a failing run: the fault list by delta debugging to a 1-minimal list that still breaks the
-    /// same invariant, then the script's taps the same way (the faults kept); returns the run of the result
-    /// with its records, and the number of taps left.
+    /// same invariant, then the script's events (taps, reachability changes, relaunches, session changes,
+    /// the end of the workout) the same way with the faults kept, the script ending at its last kept
+    /// event; returns the run of the result with its records, and the number of taps left.
     public func shrink(_ failing: PerturbedRun) -> (run: PerturbedRun, taps: Int) {
         guard let broken = failing.violation?.invariant else { return (failing, tapCount) }
         let faults = DeltaDebugging.minimize(failing.faults) {
             run(faults: $0, script: script, record: false).violation?.invariant == broken
         }
-        let taps = script.events.indices.filter { if case .tap = script.events[$0].event { true } else { false } }
-        let kept = DeltaDebugging.minimize(taps, budget: 500) { keep in
-            run(faults: faults, script: script.keepingTaps(Set(keep)), record: false).violation?.invariant == broken
+        var kept = Array(script.events.indices)
+        if run(faults: faults, script: script.keeping(Set(kept)), record: false).violation?.invariant == broken {
+            kept = DeltaDebugging.minimize(kept, budget: 600) { keep in
+                run(faults: faults, script: script.keeping(Set(keep)), record: false).violation?.invariant == broken
+            }
         }
-        let shrunk = script.keepingTaps(Set(kept))
+        let shrunk = script.keeping(Set(kept))
         var r = run(faults: faults, script: shrunk, record: true)
+        if r.violation?.invariant != broken { r = run(faults: faults, script: script, record: true) }
         r.seed = failing.seed
-        return (r, kept.count)
+        let taps = r.records.filter { if case .watch(.tap)? = try? WatchRecordCodec.decodeInput($0) { true } else { false } }.count
+        return (r, taps)
     }
 }
 
@@ -165,13 +170,11 @@ struct WatchScript: Sendable {
         self.end = end
     }
 
-    /// The script with only the taps at these event indices (every other event kept).
-    func keepingTaps(_ keep: Set<Int>) -> WatchScript {
+    /// The script with only the events at these indices, ending at the last of them.
+    func keeping(_ keep: Set<Int>) -> WatchScript {
         var s = self
-        s.events = events.indices.compactMap { i in
-            if case .tap = events[i].event, !keep.contains(i) { return nil }
-            return events[i]
-        }
+        s.events = events.indices.filter { keep.contains($0) }.map { events[$0] }
+        s.end = s.events.last?.time ?? .zero
         return s
     }
 }
