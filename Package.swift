@@ -32,6 +32,7 @@ let package = Package(
         .library(name: "WatchNet", targets: ["WatchNet"]),
         .library(name: "WatchSimulation", targets: ["WatchSimulation"]),
         .library(name: "OfflineQueue", targets: ["OfflineQueue"]),
+        .library(name: "WatchReplay", targets: ["WatchReplay"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -73,12 +74,14 @@ let package = Package(
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
         .target(name: "Runtime", dependencies: ["Net", "WebSocket", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL"], swiftSettings: strict),
+        // Perturbation replay of watch-channel traces: seeded faults, invariants, shrinking.
+        .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
         .target(name: "ReplayTesting", dependencies: ["Replay"], swiftSettings: strict),
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -102,6 +105,7 @@ let package = Package(
         .testTarget(name: "NetTests", dependencies: ["Net", "WebSocket"], swiftSettings: strict),
         .testTarget(name: "WatchCaptureTests", dependencies: ["WatchCapture", "WatchLink", "WatchNet", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

@@ -26,6 +26,13 @@ enum ReplayCommand {
             rpc.response, pong) delivered after its recorded latency once the client sends what it answers \
             (RPC responses re-addressed to the actual request ID and trace ID). Exit 0 when every recorded \
             frame found its counterpart, 1 when some did not (they are listed).
+            --perturb SEED or A..B replays the trace once per seed with seeded faults (relay channel: drop, \
+            duplicate, reorder, delay an inbound frame, kill the socket at frame N; watch channel: drop, \
+            duplicate, reorder, delay a datagram, relaunch the watch app) and checks the channel's invariants \
+            (relay: one live generation, no lease renewed after expiry; watch: exactly-once, in-order, \
+            monotonic snapshots). One line per failing seed, then a summary; exit 0 when every seed holds, 1 \
+            when one breaks. --shrink OUT writes the first failure, shrunk by delta debugging, as a trace \
+            (and its fault list as OUT.faults.json).
             """,
         arguments: [ArgumentSpec(name: "file", help: "The trace file.")],
         options: [
@@ -33,6 +40,8 @@ enum ReplayCommand {
             OptionSpec(long: "break", valueName: "expr", help: "Pause before records matching these expressions (with --step: the prompt; without: print the state and stop)."),
             OptionSpec(long: "step", help: "Step interactively; commands come from stdin."),
             OptionSpec(long: "set", valueName: "name=time,...", help: "Change the client's timing for the replay (a what-if experiment): " + ClientTuning.names.keys.sorted().joined(separator: ", ") + "."),
+            OptionSpec(long: "perturb", valueName: "seeds", help: "Perturbation replay: one run per seed (SEED or A..B) with seeded faults; report seeds that break an invariant."),
+            OptionSpec(long: "shrink", valueName: "out", help: "With --perturb: write the first failure, shrunk to a minimal fault list, as a trace at OUT (faults in OUT.faults.json)."),
             OptionSpec(long: "what-if", help: "Run the client against the recorded peer instead: timers from the virtual clock, recorded answers matched to what the client actually sends; report frames without a counterpart."),
         ],
         run: { args, ctx in run(args, ctx) })
@@ -54,6 +63,15 @@ enum ReplayCommand {
             } catch {
                 return RelayTraceCommand.usageError(error, ctx)
             }
+        }
+        if let seeds = args.value("perturb") {
+            guard !args.flag("step"), !args.flag("what-if"), args.value("until") == nil, args.value("break") == nil else {
+                return RelayTraceCommand.usageError(UsageError(message: "--perturb runs the whole trace per seed; it does not take --step, --what-if, --until or --break", commandPath: command), ctx)
+            }
+            return PerturbCommand.run(path: path, seeds: seeds, shrinkTo: args.value("shrink"), ctx)
+        }
+        if args.value("shrink") != nil {
+            return RelayTraceCommand.usageError(UsageError(message: "--shrink needs --perturb SEED[..SEED]", commandPath: command), ctx)
         }
         var tuning = ClientTuning.spec
         if let text = args.value("set") {

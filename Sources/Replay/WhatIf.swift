@@ -67,7 +67,19 @@ public final class WhatIfReplayer {
         case answer(Generation, WireFrame)
         case opened(Generation)
         case failed(Generation, TransportFailure)
+        case perturbed(Generation, WireFrame)
     }
+
+    /// Perturbation hooks (``RelayPerturbation``): the fate of every inbound frame about to be delivered,
+    /// by its ordinal among deliveries; and a transform of the machine's actions (a broken driver, in tests).
+    var inboundFate: ((_ ordinal: Int) -> InboundFate)?
+    var actionTransform: (@Sendable (ClientAction) -> [ClientAction])?
+    /// Every input fed, with its time (for the perturbation's invariants).
+    var onInput: ((ClientInput, Moment) -> Void)?
+    /// Every action performed, with its time.
+    var onAction: ((ClientAction, Moment) -> Void)?
+    private var deliveries = 0
+    private var held: (Generation, WireFrame)?
 
     private struct Answer {
         var record: Int
@@ -244,6 +256,8 @@ public final class WhatIfReplayer {
         case .failed(let g, let failure):
             feed(.transportFailed(g, failure))
         case .answer(let g, let frame):
+            deliverInbound(g, frame)
+        case .perturbed(let g, let frame):
             feed(.transportFrame(g, frame))
         case .unsolicited(let record, let recordedGen, let frame, let type):
             // Delivered on the socket that stands for the recorded one, even when the client has already
@@ -253,7 +267,7 @@ public final class WhatIfReplayer {
                 report.unmatched.append(UnmatchedFrame(record: record, time: now, type: type, reason: "no socket stands for the recorded one"))
                 return
             }
-            feed(.transportFrame(g, frame))
+            deliverInbound(g, frame)
         case .peerClose(let record, let recordedGen, let code, let reason):
             guard let g = actualGeneration(for: recordedGen) else {
                 report.unmatched.append(UnmatchedFrame(record: record, time: now, type: "close", reason: "no socket stands for the recorded one"))
@@ -272,10 +286,42 @@ public final class WhatIfReplayer {
 
     private func feed(_ input: ClientInput) {
         report.inputs += 1
+        onInput?(input, now)
         let out = machine.handle(input, at: now)
         for a in out {
-            report.actions.append((now, a))
-            perform(a)
+            for a in actionTransform?(a) ?? [a] {
+                report.actions.append((now, a))
+                onAction?(a, now)
+                perform(a)
+            }
+        }
+    }
+
+    /// An inbound frame delivered on `g`, through the perturbation's fate for it when one is set.
+    private func deliverInbound(_ g: Generation, _ frame: WireFrame) {
+        guard let inboundFate else { return feed(.transportFrame(g, frame)) }
+        let fate = inboundFate(deliveries)
+        deliveries += 1
+        switch fate {
+        case .deliver:
+            feed(.transportFrame(g, frame))
+        case .drop:
+            break
+        case .duplicate(let gap):
+            feed(.transportFrame(g, frame))
+            queue.push(.perturbed(g, frame), at: now + gap)
+        case .delay(let d):
+            queue.push(.perturbed(g, frame), at: now + d)
+        case .holdUntilNext:
+            if let (hg, hf) = held { queue.push(.perturbed(hg, hf), at: now) }
+            held = (g, frame)
+            return
+        case .kill:
+            feed(.transportClosed(g, code: 1006, reason: "perturbation: socket killed at inbound frame \(deliveries - 1)"))
+        }
+        if let (hg, hf) = held {
+            held = nil
+            queue.push(.perturbed(hg, hf), at: now)
         }
     }
 
@@ -343,4 +389,11 @@ public final class WhatIfReplayer {
         out.message = .rpcResponse(resp)
         return out
     }
+}
+
+/// What the perturbation does to one inbound frame.
+enum InboundFate {
+    case deliver, drop, kill, holdUntilNext
+    case duplicate(Duration)
+    case delay(Duration)
 }
