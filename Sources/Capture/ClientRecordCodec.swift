@@ -84,10 +84,28 @@ public enum ClientRecordCodec {
             return frameRecord(frame, g, .outbound, time)
         case .closeTransport(let g, let code, let reason):
             return jsonRecord(.transportClosed, time, g, .outbound, ["code": .int(Int64(code)), "reason": .string(reason)])
+        case .armTimer(let id, _), .cancelTimer(let id):
+            return directRecord(action, time, id.generation)
+        case .phaseChanged(let phase):
+            return directRecord(action, time, phase.generation)
+        case .connectionFailed(let g, _):
+            return directRecord(action, time, g)
+        case .ingress(.deliverSnapshot), .ingress(.deliverControl), .callCompleted, .desktopStatusChanged,
+             .epochOpened, .diagnostic:
+            return directRecord(action, time, nil)
         default:
             let (json, g) = actionJSON(action)
             return jsonRecord(.action, time, g, nil, json)
         }
+    }
+
+    /// An action record from `directActionBytes` (the same bytes as the `actionJSON` route).
+    private static func directRecord(_ action: ClientAction, _ time: Moment, _ g: Generation?) -> TraceRecord {
+        guard let bytes = directActionBytes(action) else {
+            let (json, g) = actionJSON(action)
+            return jsonRecord(.action, time, g, nil, json)
+        }
+        return TraceRecord(kind: .action, time: time, channel: .relay, generation: g?.rawValue, direction: nil, payload: bytes)
     }
 
     /// The records of `action`: usually one; a retried send (`attempt` > 1) is preceded by a

@@ -378,11 +378,15 @@ public struct RelayClientMachine: Sendable {
             }
         case .text(let text):
             let json: JSONValue
-            do { json = try JSONValue(parsing: text) } catch {
+            let underscoreInKey: Bool
+            do { (json, underscoreInKey) = try JSONValue.parsingNotingUnderscoreKeys(text) } catch {
                 return emit(.diagnostic(.undecodableFrame(g, "\(error)")))
             }
-            do { try CamelCaseGuard.check(json) } catch {
-                return emit(.diagnostic(.droppedSnakeCaseMessage(g, path: error.path)))
+            // The parser saw every key's bytes: without a `_` in any of them the guard has nothing to find.
+            if underscoreInKey {
+                do { try CamelCaseGuard.check(json) } catch {
+                    return emit(.diagnostic(.droppedSnakeCaseMessage(g, path: error.path)))
+                }
             }
             let message: RelayMessage
             do { message = try RelayMessage(decoding: json) } catch {

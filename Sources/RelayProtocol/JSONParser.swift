@@ -52,6 +52,22 @@ extension JSONValue {
             return .failure(error)
         }
     }
+
+    /// Parses `text` like `init(parsing:)` and also says whether any object key, at any depth, contains
+    /// `_` (found while scanning the keys' bytes, so a caller that must reject snake_case keys only needs
+    /// `CamelCaseGuard.check` when this is true).
+    public static func parsingNotingUnderscoreKeys(_ text: String) throws(JSONParseError) -> (value: JSONValue, underscoreInKey: Bool) {
+        var text = text
+        return try text.withUTF8 { buffer -> Result<(value: JSONValue, underscoreInKey: Bool), JSONParseError> in
+            var parser = JSONByteParser(buffer)
+            do throws(JSONParseError) {
+                let value = try parser.parseDocument()
+                return .success((value, parser.underscoreInKey))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
 }
 
 /// ASCII bytes the parser and serialiser care about.
@@ -85,6 +101,11 @@ struct JSONByteParser {
     let end: Int
     var index = 0
     var depth = 0
+    /// Whether a key containing `_` has been parsed.
+    var underscoreInKey = false
+    /// The members of the objects being parsed, innermost last: an object's members are collected here and
+    /// moved into a dictionary of exactly the right capacity when it closes (no rehashing as it grows).
+    var members: [(String, JSONValue)] = []
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -127,7 +148,7 @@ struct JSONByteParser {
         switch bytes[index] {
         case ASCII.openBrace: return try parseObject()
         case ASCII.openBracket: return try parseArray()
-        case ASCII.quote: return .string(try parseString())
+        case ASCII.quote: return .string(try parseString(isKey: false))
         case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
         case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
         case UInt8(ascii: "n"): try expectLiteral("null"); return .null
@@ -160,13 +181,13 @@ struct JSONByteParser {
         let open = index
         try enter(at: open)
         index += 1
-        var members = [String: JSONValue]()
         skipWhitespace()
         if index < end && bytes[index] == ASCII.closeBrace {
             index += 1
             depth -= 1
-            return .object(members)
+            return .object([:])
         }
+        let base = members.count
         while true {
             guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
             guard bytes[index] == ASCII.quote else {
@@ -175,7 +196,7 @@ struct JSONByteParser {
                 }
                 throw fail("unexpected \(describe(bytes[index])); expected a string key", at: index)
             }
-            let key = try parseString()
+            let key = try parseString(isKey: true)
             skipWhitespace()
             guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
             guard bytes[index] == ASCII.colon else {
@@ -183,7 +204,8 @@ struct JSONByteParser {
             }
             index += 1
             skipWhitespace()
-            members[key] = try parseValue()
+            let value = try parseValue()
+            members.append((key, value))
             skipWhitespace()
             guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
             switch bytes[index] {
@@ -193,7 +215,12 @@ struct JSONByteParser {
             case ASCII.closeBrace:
                 index += 1
                 depth -= 1
-                return .object(members)
+                var object = [String: JSONValue](minimumCapacity: members.count - base)
+                for k in base..<members.count {
+                    object[members[k].0] = members[k].1  // in order: with a repeated key the last one wins
+                }
+                members.removeSubrange(base...)
+                return .object(object)
             case let b:
                 throw fail("unexpected \(describe(b)); expected ',' or '}' in the object opened at byte \(open)", at: index)
             }
@@ -296,8 +323,10 @@ struct JSONByteParser {
         return .double(value)
     }
 
-    /// Parses a string starting at the opening quote; leaves `index` after the closing quote.
-    private mutating func parseString() throws(JSONParseError) -> String {
+    /// Parses a string starting at the opening quote; leaves `index` after the closing quote. For a key,
+    /// notes a `_` in it (`underscoreInKey`).
+    @inline(__always)
+    private mutating func parseString(isKey: Bool) throws(JSONParseError) -> String {
         let open = index
         index += 1
         let contentStart = index
@@ -308,10 +337,13 @@ struct JSONByteParser {
                 index += 1
                 return s
             } else if b == ASCII.backslash {
-                return try parseEscapedString(open: open, contentStart: contentStart)
+                let s = try parseEscapedString(open: open, contentStart: contentStart)
+                if isKey && !underscoreInKey && s.utf8.contains(UInt8(ascii: "_")) { underscoreInKey = true }
+                return s
             } else if b < 0x20 {
                 throw fail("control character \(describe(b)) in a string must be escaped", at: index)
             } else if b < 0x80 {
+                if isKey && b == UInt8(ascii: "_") { underscoreInKey = true }
                 index += 1
             } else {
                 try skipUTF8Sequence()

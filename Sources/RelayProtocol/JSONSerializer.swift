@@ -202,3 +202,43 @@ struct JSONWriter {
         if runStart < n { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<n])) }
     }
 }
+
+/// Writes canonical JSON bytes piece by piece, for hot paths that know their object's keys in advance and
+/// must produce exactly what `JSONValue.serialized()` would, without building a `JSONValue`.
+///
+/// The caller is responsible for the structure: keys of one object in UTF-8 byte order, commas and
+/// colons in place (`key(_:first:)` writes them). Strings are escaped exactly as `serialized()` escapes them.
+public struct CanonicalJSONWriter: Sendable {
+    private var writer = JSONWriter()
+
+    /// An empty writer.
+    public init() {}
+
+    /// The bytes written so far.
+    public var bytes: [UInt8] { writer.out }
+
+    /// Appends ASCII text verbatim (punctuation, a known key, a literal).
+    @inline(__always)
+    public mutating func raw(_ text: StaticString) {
+        writer.out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Appends `,"name":` (or `"name":` when `first`); `name` must need no escaping.
+    @inline(__always)
+    public mutating func key(_ name: StaticString, first: Bool = false) {
+        if !first { writer.out.append(ASCII.comma) }
+        writer.out.append(ASCII.quote)
+        raw(name)
+        writer.out.append(ASCII.quote)
+        writer.out.append(ASCII.colon)
+    }
+
+    /// Appends a quoted, escaped string.
+    public mutating func string(_ s: String) { writer.writeString(s) }
+
+    /// Appends a decimal integer.
+    public mutating func int(_ i: Int64) { writer.writeInt(i) }
+
+    /// Appends a whole value in canonical form.
+    public mutating func value(_ v: JSONValue) { writer.write(v) }
+}

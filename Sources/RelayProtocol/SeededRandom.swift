@@ -68,10 +68,21 @@ public struct SeededRandom: RandomNumberGenerator, Sendable, Hashable, Codable {
         var b = bytes(16)
         b[6] = (b[6] & 0x0F) | 0x40
         b[8] = (b[8] & 0x3F) | 0x80
-        let h = hexString(b).uppercased()
-        let c = Array(h)
-        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-"
-            + String(c[16..<20]) + "-" + String(c[20..<32])
+        // Upper-case hex in 8-4-4-4-12 groups, written as bytes.
+        let digits: StaticString = "0123456789ABCDEF"
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var n = 0
+            for (i, byte) in b.enumerated() {
+                if i == 4 || i == 6 || i == 8 || i == 10 {
+                    out[n] = UInt8(ascii: "-")
+                    n += 1
+                }
+                out[n] = digits.utf8Start[Int(byte >> 4)]
+                out[n + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                n += 2
+            }
+            return n
+        }
     }
 
     /// A random alphanumeric string (`[A-Za-z0-9]`) of `length` characters.

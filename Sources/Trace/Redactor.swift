@@ -198,8 +198,22 @@ public struct Redactor: Sendable, Hashable {
     private static let secretKeyBytes: [[UInt8]] = secretKeys.map { Array($0.utf8) }
 
     /// Whether `b[start...]` is a secret key name (any case) followed by a quote.
+    /// The secret key names by their UTF-8 length (the longest, `x-token-binding`, has 15 bytes).
+    private static let secretKeysByLength: [[[UInt8]]] = {
+        var table = [[[UInt8]]](repeating: [], count: 16)
+        for key in secretKeyBytes where key.count < table.count { table[key.count].append(key) }
+        return table
+    }()
+
+    /// Whether the bytes from `start` up to the next `"` spell a secret key name (ASCII case-insensitive).
+    /// No key byte can match a `"` (`"` | 0x20 is still `"`), so only the keys as long as the distance to
+    /// the first quote can match: that quote is found first, then only those keys are compared.
     private static func quotedSecretKey(_ b: UnsafeBufferPointer<UInt8>, at start: Int) -> Bool {
-        for key in secretKeyBytes where start + key.count < b.count && b[start + key.count] == 0x22 {
+        let limit = min(b.count, start + 16)
+        var j = start
+        while j < limit, b[j] != 0x22 { j += 1 }
+        guard j < limit else { return false }
+        for key in secretKeysByLength[j - start] {
             var match = true
             for k in 0..<key.count where b[start + k] | 0x20 != key[k] {
                 match = false

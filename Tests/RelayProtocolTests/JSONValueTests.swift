@@ -382,3 +382,33 @@ private func parse(bytes: [UInt8]) -> Result<JSONValue, JSONParseError> {
         #expect(try JSONValue(parsing: data)["body"] == e.body)
     }
 }
+
+/// `parsingNotingUnderscoreKeys` finds a `_` in any key (escaped or not, at any depth) and never in values.
+@Suite struct UnderscoreKeyNotingTests {
+    @Test(arguments: [
+        (#"{"a":1}"#, false),
+        (#"{"a":"x_y","b":["_"]}"#, false),
+        (#"["_",{"k":"_"}]"#, false),
+        (#"{"a_b":1}"#, true),
+        (#"{"a":{"b":[{"c":{"d_":null}}]}}"#, true),
+        (#"{"a\u005fb":1}"#, true),
+        (#"{"\u00e9\n":1,"x":{"é_":2}}"#, true),
+        (#"{"a\nb":1}"#, false),
+        (#"{"a_b":1,"a_b":2}"#, true),
+    ])
+    func notesUnderscoreKeys(text: String, expected: Bool) throws {
+        let (value, noted) = try JSONValue.parsingNotingUnderscoreKeys(text)
+        #expect(noted == expected)
+        #expect(value == (try JSONValue(parsing: text)))
+        #expect(noted == !CamelCaseGuard.violations(in: value).isEmpty)
+    }
+
+    @Test func duplicateKeysLastOneWinsWithExactCapacity() throws {
+        let value = try JSONValue(parsing: #"{"a":1,"b":{"x":1,"x":2},"a":3,"c":[{"d":4},{}]}"#)
+        #expect(value == ["a": 3, "b": ["x": 2], "c": [["d": 4], .object([:])]])
+    }
+
+    @Test func errorsAreTheSame() {
+        #expect(throws: JSONParseError.self) { try JSONValue.parsingNotingUnderscoreKeys(#"{"a_b":}"#) }
+    }
+}

@@ -88,3 +88,22 @@ private func parse(_ header: String) -> Result<TraceParent, TraceParentError> {
             == "invalid traceparent at character 2: expected '-' separator; expected 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, lower case")
     }
 }
+
+/// `uuidString()` is the upper-case 8-4-4-4-12 form of the next 16 bytes with the version-4 and RFC 4122
+/// variant bits set (the same bytes and text as before it was written byte by byte).
+@Suite struct SeededUUIDTests {
+    @Test(arguments: [UInt64(0), 1, 42, .max])
+    func uuidIsTheNextSixteenBytes(seed: UInt64) {
+        var a = SeededRandom(seed: seed)
+        var b = SeededRandom(seed: seed)
+        for _ in 0..<50 {
+            var bytes = b.bytes(16)
+            bytes[6] = (bytes[6] & 0x0F) | 0x40
+            bytes[8] = (bytes[8] & 0x3F) | 0x80
+            let h = Array(hexString(bytes).uppercased())
+            let expected = String(h[0..<8]) + "-" + String(h[8..<12]) + "-" + String(h[12..<16]) + "-"
+                + String(h[16..<20]) + "-" + String(h[20..<32])
+            #expect(a.uuidString() == expected)
+        }
+    }
+}
