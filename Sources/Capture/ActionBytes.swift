@@ -79,6 +79,10 @@ extension ClientRecordCodec {
                 w.key("failure")
                 w.value(failureJSON(f))
                 w.raw(",\"outcome\":\"failure\"")
+            case .queued(let key):
+                w.key("idempotencyKey")
+                w.string(key)
+                w.raw(",\"outcome\":\"queued\"")
             }
             w.raw("}")
         case .desktopStatusChanged(let status):

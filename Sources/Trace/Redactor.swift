@@ -184,9 +184,7 @@ public struct Redactor: Sendable, Hashable {
                 case 0x5C:  // backslash
                     if b[i + 1] == 0x75 { return true }
                 case 0x22:  // quote: a secret key name?
-                    let first = b[i + 1] | 0x20
-                    if first == 0x61 || first == 0x72 || first == 0x6A || first == 0x74 || first == 0x78 || first == 0x62,
-                        quotedSecretKey(b, at: i + 1) { return true }
+                    if secretKeyFirstBytes[Int(b[i + 1] | 0x20)], quotedSecretKey(b, at: i + 1) { return true }
                 default: break
                 }
                 i += 1
@@ -196,6 +194,14 @@ public struct Redactor: Sendable, Hashable {
     }
 
     private static let secretKeyBytes: [[UInt8]] = secretKeys.map { Array($0.utf8) }
+
+    /// Whether a (lower-cased) byte starts some secret key name: derived from `secretKeys`, so a key added
+    /// there is always caught by the pre-check.
+    private static let secretKeyFirstBytes: [Bool] = {
+        var table = [Bool](repeating: false, count: 256)
+        for key in secretKeyBytes { if let f = key.first { table[Int(f)] = true } }
+        return table
+    }()
 
     /// Whether `b[start...]` is a secret key name (any case) followed by a quote.
     /// The secret key names by their UTF-8 length (the longest, `x-token-binding`, has 15 bytes).

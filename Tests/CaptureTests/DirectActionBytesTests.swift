@@ -37,6 +37,7 @@ import Trace
             .callCompleted(CallID(7), .success(["b": 1, "a": [true, .null, 1.5], "c": ["z": "y", "x_y": "w"]])),
             .callCompleted(CallID(.max), .success(.null)),
             .callCompleted(CallID(1), .failure(.timedOut(after: .seconds(30)))),
+            .callCompleted(CallID(5), .queued(idempotencyKey: "oq-1")),
             .callCompleted(CallID(2), .failure(.remote(code: -32000, message: "nope \"x\"", data: ["k": 1]))),
             .callCompleted(CallID(3), .failure(.clientStopped("stopped"))),
             .desktopStatusChanged(.unknown), .desktopStatusChanged(.online), .desktopStatusChanged(.recovering(epoch: 3)),

@@ -94,10 +94,8 @@ import Testing
     }
 
     @Test func preCheckFindsEveryQuotedSecretKeyAndNoNearMiss() {
-        // Known gap, kept as is here (a performance change must not change what traces hold): the
-        // pre-check's first-letter filter has no 'p', so `pollingId` and `pkceVerifier` alone do not
-        // trigger it. Reported for a separate fix.
-        for key in Redactor.secretKeys where !key.hasPrefix("p") {
+        // Every secret key, whatever its first letter (the filter is derived from `secretKeys`).
+        for key in Redactor.secretKeys {
             for variant in [key, key.uppercased(), key.prefix(1).uppercased() + key.dropFirst()] {
                 #expect(Redactor.mayContainSecret(Array("{\"a\":1,\"\(variant)\":\"v\"}".utf8)), "\(variant)")
                 #expect(Redactor.mayContainSecret(Array("\"\(variant)\"".utf8)), "\(variant) at the end")
@@ -108,6 +106,15 @@ import Testing
                 #expect(!Redactor.mayContainSecret(Array("{\"\(variant)".utf8)), "\(variant) unterminated")
             }
         }
+    }
+
+    @Test func loginSecretsOfTheAuthFlowAreRedacted() {
+        let redactor = Redactor(policy: .hashed, key: Array(repeating: 7, count: 32))
+        let text = #"{"event":"startLogin","input":"auth","pkceChallenge":"c","pkceVerifier":"verifier-secret","pollingId":"polling-secret"}"#
+        let out = String(decoding: redactor.redact(payload: Array(text.utf8), kind: .input), as: UTF8.self)
+        #expect(!out.contains("verifier-secret") && !out.contains("polling-secret"), "\(out)")
+        let code = #"{"body":{"authCode":"code-secret","body":"poll","result":"completed"},"event":"httpResponse","id":1,"input":"auth","status":200}"#
+        #expect(!String(decoding: redactor.redact(payload: Array(code.utf8), kind: .input), as: UTF8.self).contains("code-secret"))
     }
 
     @Test func rawPolicyKeepsEverything() throws {
