@@ -50,7 +50,8 @@ struct ReexecutingReceiver: CommandReceiving {
         return try WatchPerturbation(header: reader.header, records: reader.readAll().entries.map(\.record))
     }
 
-    /// The first 15 minutes of each scenario: the out-of-reach stretch (6-12 min) and the relaunch
+    /// 5,000 seeds on each: 10,000 perturbed replays of the two watch scenarios (plus 3,000 on relay traces
+    /// in PerturbationTests). The first 15 minutes of each scenario: the out-of-reach stretch (6-12 min) and the relaunch
     /// (10 min 50 s) fall inside.
     @Test(arguments: ["watch-offline", "watch-restart"])
     func thousandsOfSeedsHoldExactlyOnceInOrder(name: String) throws {
@@ -61,7 +62,7 @@ struct ReexecutingReceiver: CommandReceiving {
         let executed = base.records.filter { (try? WatchRecordCodec.decodeInput($0)).flatMap { $0 } != nil && $0.kind == .frameText && $0.direction == .outbound }
         #expect(executed.count >= p.tapCount, "every tap reached the phone")
         var kinds: [FaultKind: Int] = [:]
-        for seed in 1...UInt64(3_500) {
+        for seed in 1...UInt64(5_000) {
             let run = p.run(seed: seed)
             for f in run.faults { kinds[f.kind, default: 0] += 1 }
             #expect(run.violation == nil, "\(name) \(run.line)")
