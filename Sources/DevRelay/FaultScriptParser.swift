@@ -94,41 +94,9 @@ extension FaultScript {
     }
 
     /// Parses a duration such as `30s`, `1m30s`, `2h`, `500ms`, `1.5s` into nanoseconds (nil when it is
-    /// not one). The one time syntax of fault scripts and of the command line's time options.
+    /// not one): ``TimeSyntax/nanoseconds(_:bareSeconds:)``, the one time syntax of RelayTrace.
     public static func parseDuration(_ text: String) -> Int64? {
-        var total: Double = 0
-        var number = ""
-        var unit = ""
-        var parts = 0
-        func flush() -> Bool {
-            guard !number.isEmpty, let v = Double(number) else { return false }
-            let scale: Double
-            switch unit {
-            case "ms": scale = 1e6
-            case "s": scale = 1e9
-            case "m": scale = 60e9
-            case "h": scale = 3600e9
-            default: return false
-            }
-            total += v * scale
-            parts += 1
-            number = ""
-            unit = ""
-            return true
-        }
-        for ch in text {
-            if ch.isASCII, ch.isNumber || ch == "." {
-                if !unit.isEmpty { guard flush() else { return nil } }
-                number.append(ch)
-            } else if ch == "m" || ch == "s" || ch == "h" {
-                guard !number.isEmpty else { return nil }
-                unit.append(ch)
-            } else {
-                return nil
-            }
-        }
-        guard flush(), parts > 0, total.isFinite, total < 9e18 else { return nil }
-        return Int64(total.rounded())
+        TimeSyntax.nanoseconds(text)
     }
 }
 

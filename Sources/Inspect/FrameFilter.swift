@@ -90,41 +90,10 @@ public struct FrameFilter: Sendable, Hashable {
 
     /// Parses a time: seconds (`90`, `1.5`) or units (`1m30s`, `1h`, `250ms`, `2m0.5s`).
     public static func time(_ text: String, option: String) throws(FilterError) -> Moment {
-        let t = text.trimmingSpaces()
-        if let s = Double(t), s.isFinite, s >= 0, s < 1e9 { return .seconds(s) }
-        var total = 0.0
-        var number = ""
-        var i = t.startIndex
-        var sawUnit = false
-        while i < t.endIndex {
-            let c = t[i]
-            if c.isASCII && (c.isNumber || c == ".") {
-                number.append(c)
-                i = t.index(after: i)
-                continue
-            }
-            var unit = String(c)
-            let next = t.index(after: i)
-            if c == "m", next < t.endIndex, t[next] == "s" { unit = "ms" }
-            guard let value = Double(number) else {
-                throw FilterError("\(option): cannot read '\(text)'; write seconds (90, 1.5) or units (1m30s, 1h, 250ms)")
-            }
-            switch unit {
-            case "h": total += value * 3600
-            case "m": total += value * 60
-            case "s": total += value
-            case "ms": total += value / 1000
-            default:
-                throw FilterError("\(option): unknown unit '\(unit)' in '\(text)'; use h, m, s or ms (e.g. 1m30s)")
-            }
-            sawUnit = true
-            number = ""
-            i = t.index(i, offsetBy: unit.count)
-        }
-        guard sawUnit, number.isEmpty, total.isFinite, total < 1e9 else {
+        guard let ns = TimeSyntax.nanoseconds(text, bareSeconds: true), ns < 1_000_000_000 * 1_000_000_000 else {
             throw FilterError("\(option): cannot read '\(text)'; write seconds (90, 1.5) or units (1m30s, 1h, 250ms)")
         }
-        return .seconds(total)
+        return Moment(nanoseconds: ns)
     }
 }
 

@@ -51,7 +51,7 @@ enum ReplayCommand {
         let command = ["relaytrace", "replay"]
         var conditions: [ReplayCondition] = []
         if let until = args.value("until") {
-            guard let ns = FaultScript.parseDuration(until) ?? seconds(until) else {
+            guard let ns = TimeSyntax.nanoseconds(until, bareSeconds: true) else {
                 return RelayTraceCommand.usageError(UsageError(message: "--until '\(until)' is not a time; write e.g. 12.5, 90s, 1m30s", commandPath: command), ctx)
             }
             conditions.append(.time(Moment(nanoseconds: ns)))
@@ -77,7 +77,7 @@ enum ReplayCommand {
         if let text = args.value("set") {
             for part in text.split(separator: ",") {
                 let kv = part.split(separator: "=", maxSplits: 1).map(String.init)
-                guard kv.count == 2, let ns = FaultScript.parseDuration(kv[1]) ?? seconds(kv[1]), tuning.set(kv[0], to: .nanoseconds(ns)) else {
+                guard kv.count == 2, let ns = TimeSyntax.nanoseconds(kv[1], bareSeconds: true), tuning.set(kv[0], to: .nanoseconds(ns)) else {
                     return RelayTraceCommand.usageError(UsageError(message: "--set '\(part)' is not NAME=TIME with NAME one of " + ClientTuning.names.keys.sorted().joined(separator: ", "), commandPath: command), ctx)
                 }
             }
@@ -122,11 +122,6 @@ enum ReplayCommand {
         }
     }
 
-    static func seconds(_ text: String) -> Int64? {
-        guard let s = Double(text), s >= 0, s < 1e9 else { return nil }
-        return Int64((s * 1e9).rounded())
-    }
-
     /// Parses `time=T,record=N,type=T,method=M,event=E,timer=NAME,phase=P,gen=N`.
     static func parseBreakpoints(_ text: String, commandPath: [String]) throws(UsageError) -> [ReplayCondition] {
         var out: [ReplayCondition] = []
@@ -138,7 +133,7 @@ enum ReplayCommand {
             let (key, value) = (kv[0], kv[1])
             switch key {
             case "time", "t":
-                guard let ns = FaultScript.parseDuration(value) ?? seconds(value) else {
+                guard let ns = TimeSyntax.nanoseconds(value, bareSeconds: true) else {
                     throw UsageError(message: "break time '\(value)' is not a time", commandPath: commandPath)
                 }
                 out.append(.time(Moment(nanoseconds: ns)))

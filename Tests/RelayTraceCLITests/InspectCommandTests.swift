@@ -51,7 +51,7 @@ func corruptCopy(_ path: String) throws -> String {
 
     @Test(arguments: [
         (["frames", "x", "--gen", "abc"], "--gen: 'abc' is not a generation number"),
-        (["frames", "x", "--since", "1x"], "--since: unknown unit 'x'"),
+        (["frames", "x", "--since", "1x"], "--since: cannot read '1x'; write seconds (90, 1.5) or units (1m30s, 1h, 250ms)"),
         (["frames", "x", "--since", "10", "--until", "5"], "--until (5.000s) is before --since (10.000s)"),
         (["frames", "x", "--dir", "up"], "The value 'up' is invalid for '--dir <dir>'"),
         (["show", "x"], "Missing expected argument '<n>'"),
