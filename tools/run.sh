@@ -9,7 +9,7 @@ swift build -c release --product relaytrace >/dev/null
 bin=.build/release/relaytrace
 mkdir -p out
 trace=out/capture.rtrace
-"$bin" capture --scenario tour --duration 20s -o "$trace" "$@"
+"$bin" capture --scenario tour --duration 20s -o "$trace" --force "$@"
 echo
 "$bin" info "$trace"
 echo

@@ -123,6 +123,7 @@ enum CaptureCommand {
             OptionSpec(long: "ca-file", valueName: "file", help: "With --url: trust this CA (PEM) instead of the system store."),
             OptionSpec(long: "seed", valueName: "n", help: "The client's seed (request IDs, trace IDs, jitter).", defaultValue: "1"),
             OptionSpec(long: "raw", help: "Record secrets as they are (no redaction). Only for traces that never leave your machine."),
+            OptionSpec(long: "force", help: "Overwrite the output file if it exists (otherwise an existing trace is never touched)."),
         ],
         run: { args, ctx in run(args, ctx) })
 
@@ -202,7 +203,7 @@ enum CaptureCommand {
         options.steps = steps
         var writer = TraceWriterOptions()
         if args.flag("raw") { writer.redaction = .raw }
-        writer.overwrite = true
+        writer.overwrite = args.flag("force")
         let capture: ClientCapture
         do throws(TraceError) {
             capture = try ClientCapture(path: output, configuration: options.configuration, wallClockStart: rfc3339Now(), simulated: false,

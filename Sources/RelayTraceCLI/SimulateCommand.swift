@@ -22,6 +22,7 @@ enum SimulateCommand {
             OptionSpec(long: "seed", valueName: "n", help: "The seed of every random choice (request IDs, jitter, relay tokens).", defaultValue: "1"),
             OptionSpec(long: "duration", valueName: "time", help: "How much virtual time to run, e.g. 90s, 10m, 24h (default: the scenario's)."),
             OptionSpec(long: "faults", valueName: "file", help: "A fault script (docs/FAULTS.md) applied on top of the scenario's."),
+            OptionSpec(long: "force", help: "Overwrite the output file if it exists (otherwise an existing trace is never touched)."),
         ],
         run: { args, ctx in run(args, ctx) })
 
@@ -56,7 +57,7 @@ enum SimulateCommand {
         }
         let output = args.value("output") ?? "\(scenario.name).rtrace"
         do {
-            let (result, summary) = try ScenarioRunner.simulate(scenario, seed: seed, duration: duration, path: output)
+            let (result, summary) = try ScenarioRunner.simulate(scenario, seed: seed, duration: duration, path: output, overwrite: args.flag("force"))
             let c = result.counts
             ctx.stdout.line("simulated \(scenario.name) for \(result.end) (seed \(seed)): \(summary.records) records in \(summary.chunks) chunks, \(summary.bytes) bytes -> \(output)")
             ctx.stdout.line("  sockets opened \(c["opens", default: 0]), frames out \(c["framesOut", default: 0]), calls completed \(c["calls", default: 0]), events \(c["events", default: 0]), snapshots \(c["snapshots", default: 0]), faults \(c["faults", default: 0])")
@@ -87,7 +88,7 @@ extension SimulateCommand {
         }
         let output = args.value("output") ?? "\(scenario.name).rtrace"
         do throws(TraceError) {
-            let (result, summary) = try WatchScenarioRunner.simulate(scenario, seed: seed, duration: duration, path: output)
+            let (result, summary) = try WatchScenarioRunner.simulate(scenario, seed: seed, duration: duration, path: output, overwrite: args.flag("force"))
             let c = result.counts
             ctx.stdout.line("simulated \(scenario.name) for \(result.end) (seed \(seed)): \(summary.records) records in \(summary.chunks) chunks, \(summary.bytes) bytes -> \(output)")
             ctx.stdout.line("  taps \(c["taps", default: 0]), confirmed \(c["confirmed", default: 0]), executed \(c["executed", default: 0]), sends \(c["sends", default: 0]), resends \(c["resends", default: 0]), datagrams lost \(c["datagramsLost", default: 0]), duplicated \(c["datagramsDuplicated", default: 0]), snapshots \(c["snapshotsSent", default: 0]), resyncs \(c["resyncs", default: 0])")

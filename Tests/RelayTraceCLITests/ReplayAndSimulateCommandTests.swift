@@ -98,4 +98,17 @@ import Trace
         #expect(r.stdout.contains("recorded frames without a counterpart: 0"))
         #expect(try relaytrace(["replay", path, "--what-if", "--step"]).status == 64)
     }
+
+    @Test func anExistingTraceIsNeverOverwrittenWithoutForce() throws {
+        let path = tempPath("rtrace")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try relaytrace(["simulate", "--scenario", "lease", "-o", path]).status == 0)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let again = try relaytrace(["simulate", "--scenario", "tour", "-o", path])
+        #expect(again.status == 74)
+        #expect(again.stderr.contains("Error:"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the recorded trace is untouched")
+        #expect(try relaytrace(["simulate", "--scenario", "tour", "-o", path, "--force"]).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) != before)
+    }
 }
