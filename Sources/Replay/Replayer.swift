@@ -305,7 +305,31 @@ public final class Replayer {
     /// Whether the records are equal in kind, generation, direction and payload bytes.
     private static func matchesExactly(recorded: TraceRecord, actual: TraceRecord) -> Bool {
         recorded.kind == actual.kind && recorded.generation == actual.generation
-            && recorded.direction == actual.direction && recorded.payload == actual.payload
+            && recorded.direction == actual.direction && sameBytes(recorded.payload, actual.payload)
+    }
+
+    /// `a == b`, eight bytes at a time (the element-wise `==` of two arrays costs about ten instructions a
+    /// byte, and every replayed action is compared whole).
+    private static func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { x in
+            b.withUnsafeBytes { y in
+                guard let p = x.baseAddress, let q = y.baseAddress else { return true }  // both empty
+                let n = x.count
+                var i = 0
+                while n - i >= 8 {
+                    if p.loadUnaligned(fromByteOffset: i, as: UInt64.self) != q.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                        return false
+                    }
+                    i += 8
+                }
+                while i < n {
+                    if p.load(fromByteOffset: i, as: UInt8.self) != q.load(fromByteOffset: i, as: UInt8.self) { return false }
+                    i += 1
+                }
+                return true
+            }
+        }
     }
 
     /// A replayed action record as the capture layer writes it: redacted with the trace's key.
