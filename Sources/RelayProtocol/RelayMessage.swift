@@ -210,7 +210,15 @@ public enum RelayMessage: Sendable, Hashable {
 
     /// `encoded(form:)` as compact canonical JSON text.
     public func encodedText(form: ProtocolForm = .v1_6) throws(CamelCaseViolation) -> String {
-        try encoded(form: form).jsonText
+        switch self {
+        case .heartbeat(let p):
+            // The most frequent outbound frame, written directly: the same canonical text as the general
+            // route (keys sorted, none with `_`, so the guard has nothing to reject; the form does not apply).
+            guard let id = p.activeSessionId else { return #"{"payload":{},"type":"heartbeat"}"# }
+            return #"{"payload":{"activeSessionId":"# + JSONValue.string(id).jsonText + #"},"type":"heartbeat"}"#
+        default:
+            return try encoded(form: form).jsonText
+        }
     }
 
     /// `encoded(form:)` as compact canonical UTF-8 bytes.

@@ -62,6 +62,40 @@ import Trace
         #expect(decoded == input)
     }
 
+    /// The direct reader of canonical bytes and the general JSON decoder agree on every input's record.
+    @Test(arguments: inputs)
+    func theFastAndGeneralInputDecodersAgree(input: ClientInput) throws {
+        let record = ClientRecordCodec.record(input, at: .seconds(3))
+        let general = try ClientRecordCodec.decodeInputGeneral(record)
+        #expect(general == input)
+        #expect(try ClientRecordCodec.decodeInput(record) == general)
+    }
+
+    /// Timer and input records written in other (valid or invalid) ways than the canonical bytes decode
+    /// exactly as the general decoder decodes them, errors included.
+    @Test(arguments: [
+        (RecordKind.timerFired, #"{"gen":7,"timer":"heartbeat"}"#), (.timerFired, #"{"timer":"heartbeat","gen":7}"#),
+        (.timerFired, #"{"gen": 7,"timer":"heartbeat"}"#), (.timerFired, #"{"gen":07,"timer":"heartbeat"}"#),
+        (.timerFired, #"{"gen":-3,"timer":"watchdog"}"#), (.timerFired, #"{"gen":7,"timer":"heartbeat"} "#),
+        (.timerFired, #"{"gen":7,"timer":"heartbeat","x":1}"#), (.timerFired, #"{"gen":12345678901234567890,"timer":"handshake"}"#),
+        (.timerFired, #"{"gen":9223372036854775807,"timer":"reRegister"}"#), (.timerFired, #"{"gen":7,"timer":"heart\u0062eat"}"#),
+        (.timerFired, #"{"gen":7,"timer":"sendRetry"}"#), (.timerFired, #"{"gen":7,"timer":"nope"}"#),
+        (.timerFired, #"{"desktopId":"d\"q","timer":"interest.renewal"}"#), (.timerFired, #"{"desktopId":"dé","timer":"interest.retry"}"#),
+        (.timerFired, #"{"desktopId":"d","timer":"interest.other"}"#), (.timerFired, #"{"timer":"foregroundRecovery"}x"#),
+        (.input, #"{"input":"snapshotProcessed"}"#), (.input, #"{"input":"snapshotProcessed","extra":true}"#),
+        (.input, #"{"input":"appState","state":"dozing"}"#), (.input, #"{"input":"networkPath","path":"carrier-pigeon"}"#),
+        (.input, #"{"input":"networkPath","path":"unsatisfied"}"#), (.input, #"{"callId":0,"input":"call","method":"m","params":{}}"#),
+        (.input, #"{"callId":3,"input":"call","method":"m","params":{"a":1}}"#), (.input, #"{"callId":3,"input":"call","method":"m"}"#),
+        (.input, #"{"baseSessionId":"s","claimId":2,"input":"interest.claim"}"#), (.input, #"{"claimId":2,"input":"interest.release"}"#),
+        (.input, #"{"claimId":2,"input":"interest.release"#), (.input, ""),
+    ])
+    func nonCanonicalInputRecordsDecodeAsTheGeneralDecoderDoes(kind: RecordKind, payload: String) {
+        let record = TraceRecord(kind: kind, time: .zero, channel: .relay, generation: 1, direction: nil, payload: Array(payload.utf8))
+        let general = Result { () throws(CodecError) in try ClientRecordCodec.decodeInputGeneral(record) }
+        let fast = Result { () throws(CodecError) in try ClientRecordCodec.decodeInput(record) }
+        #expect(fast == general, "\(payload)")
+    }
+
     @Test func socketFactsUseTheTransportKindsWithGenerationAndDirection() throws {
         let opened = ClientRecordCodec.record(ClientInput.transportOpened(Generation(2)), at: .zero)
         #expect(opened.kind == .transportOpened && opened.generation == 2 && opened.direction == .inbound)

@@ -82,6 +82,15 @@ private func legacyProjection(_ m: RelayMessage) -> RelayMessage {
         }
     }
 
+    /// A heartbeat's text (written directly) is the general route's canonical JSON in both forms.
+    @Test(arguments: [nil, "", "s-1", "with \"quotes\" and \\", "tab\tnew\nline\u{01}", "été 🚀", "a_b"])
+    func heartbeatTextIsTheGeneralEncoding(sessionId: String?) throws {
+        let message = RelayMessage.heartbeat(HeartbeatPayload(activeSessionId: sessionId))
+        for form in [ProtocolForm.v1_6, .legacy] {
+            #expect(try message.encodedText(form: form) == String(decoding: try message.encodedBytes(form: form), as: UTF8.self))
+        }
+    }
+
     @Test func everyKnownTypeIsCovered() {
         let names = Set(everyMessage.map(\.typeName))
         #expect(names.isSuperset(of: ["register", "heartbeat", "ping", "pong", "rpc.request", "rpc.response", "event",

@@ -24,6 +24,22 @@ import Testing
         #expect(Redactor(policy: .hashed, key: Array(repeating: 2, count: 32)).placeholder(for: "secret") != p)
     }
 
+    /// Redacting a redacted payload gives the same bytes, for every kind the replayer compares (it matches
+    /// a replayed action whose raw bytes equal the recorded, already redacted, ones without redacting it).
+    @Test(arguments: [RecordKind.action, .transportOpen, .frameText, .transportClosed, .marker])
+    func redactingARedactedPayloadKeepsItsBytes(kind: RecordKind) {
+        let payloads = [
+            #"{"type":"register","payload":{"resumeToken":"\#(resumeToken)","jwt":"\#(jwt)","n":[1,{"Authorization":"Bearer x"}]}}"#,
+            #"{"url":"wss://h/ws","headers":{"Authorization":"Bearer \#(jwt)","X-Token-Binding":"tb"},"headerOrder":["Authorization"]}"#,
+            #"{"note":"token was \#(jwt). Then bearer   abc123, done","token":7,"authCode":"","bearer":"Bearer "}"#,
+            "not json: bearer \(jwt) and \(jwt).\(jwt)", #"{"a":"\u0062earer x","\u006Awt":"s"}"#, #"{"action":"armTimer"}"#,
+        ]
+        for p in payloads {
+            let once = redactor.redact(payload: Array(p.utf8), kind: kind)
+            #expect(redactor.redact(payload: once, kind: kind) == once, "\(p)")
+        }
+    }
+
     @Test func secretKeysAreReplacedStablyAndIdempotently() throws {
         let msg = try JSONValue(parsing: """
             {"type":"register","payload":{"deviceId":"5b0e6c8a","resumeToken":"\(resumeToken)","relaySessionId":"Qm3x8c",
