@@ -22,7 +22,7 @@ best() {  # best wall-clock seconds of 3 runs of a command
 }
 
 echo "== $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-sim=$(best "$BIN" simulate --scenario tour --duration "$DURATION" -o "$TRACE")
+sim=$(best "$BIN" simulate --scenario tour --duration "$DURATION" -o "$TRACE" --force)
 records=$("$BIN" info "$TRACE" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["records"])')
 bytes=$(stat -c %s "$TRACE")
 replay=$(best "$BIN" replay "$TRACE")

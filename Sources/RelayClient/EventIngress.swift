@@ -7,6 +7,16 @@ public import RelayProtocol
 public protocol SnapshotDecoding: Sendable {
     /// Decodes the event's own payload (`$.payload.payload`); throws when it does not fit.
     mutating func decode(_ payload: JSONValue) throws(MessageDecodeError) -> TimelineUpdated
+    /// Decodes the payload from its raw bytes (an inbound snapshot whose payload was never built). The
+    /// default parses them and calls ``decode(_:)``.
+    mutating func decode(raw payload: RawJSON) throws(MessageDecodeError) -> TimelineUpdated
+}
+
+extension SnapshotDecoding {
+    /// Parses `payload` and calls ``decode(_:)``.
+    public mutating func decode(raw payload: RawJSON) throws(MessageDecodeError) -> TimelineUpdated {
+        try decode(payload.value)
+    }
 }
 
 /// The production decoder: ``TimelineUpdated/init(json:path:)`` at path `$.payload.payload`.
@@ -17,6 +27,11 @@ public struct StandardSnapshotDecoder: SnapshotDecoding, Hashable {
     /// Decodes `{sessionId, runId, threadId, revision, blocks}`.
     public mutating func decode(_ payload: JSONValue) throws(MessageDecodeError) -> TimelineUpdated {
         try TimelineUpdated(json: payload, path: "$.payload.payload")
+    }
+
+    /// ``TimelineUpdated/init(raw:path:)``: the blocks stay raw.
+    public mutating func decode(raw payload: RawJSON) throws(MessageDecodeError) -> TimelineUpdated {
+        try TimelineUpdated(raw: payload, path: "$.payload.payload")
     }
 }
 
@@ -86,8 +101,9 @@ public struct EventIngress<D: SnapshotDecoding>: Sendable {
     public private(set) var now: Moment = .zero
 
     private struct Waiting: Sendable {
-        var payload: JSONValue
-        var eventId: Int64?
+        /// The event; its payload may be raw (``EventMessage/rawPayload``), decoded only at delivery.
+        var event: EventMessage
+        var eventId: Int64? { event.eventId }
     }
 
     /// Keys in delivery order; `order[head...]` is live (the prefix is consumed and compacted lazily).
@@ -124,11 +140,11 @@ public struct EventIngress<D: SnapshotDecoding>: Sendable {
         guard event.eventType == EventNames.chatTimelineUpdated else { return effects.append(.deliverControl(event)) }
         let key: TimelineKey
         do throws(MessageDecodeError) {
-            key = try Self.envelopeKey(event.payload)
+            key = try Self.envelopeKey(event)
         } catch {
             return effects.append(.rejectedSnapshot(eventId: event.eventId, error))
         }
-        let entry = Waiting(payload: event.payload, eventId: event.eventId)
+        let entry = Waiting(event: event)
         if let old = waiting.updateValue(entry, forKey: key) {
             effects.append(.droppedSnapshot(key, eventId: old.eventId, reason: .superseded))
         } else {
@@ -165,6 +181,15 @@ public struct EventIngress<D: SnapshotDecoding>: Sendable {
         return effects
     }
 
+    /// Reads only `sessionId`, `runId` and `threadId` of a snapshot's payload; a raw payload is scanned
+    /// for them without building the rest.
+    static func envelopeKey(_ event: EventMessage) throws(MessageDecodeError) -> TimelineKey {
+        if let raw = event.rawPayload, let m = raw.members() {
+            return try envelopeKey { m.last(named: $0)?.value }
+        }
+        return try envelopeKey(event.payload)
+    }
+
     /// Reads only `sessionId`, `runId` and `threadId` of a snapshot payload.
     static func envelopeKey(_ payload: JSONValue) throws(MessageDecodeError) -> TimelineKey {
         let base = "$.payload.payload"
@@ -172,8 +197,14 @@ public struct EventIngress<D: SnapshotDecoding>: Sendable {
             throw MessageDecodeError(path: base, message: "expected an object, found \(payload.typeDescription); "
                                      + "a chat:timeline-updated payload is {sessionId, runId, threadId, revision, blocks}")
         }
+        return try envelopeKey { o[$0] }
+    }
+
+    /// The key from a member lookup of an object payload (same errors for both forms).
+    private static func envelopeKey(_ lookup: (String) -> JSONValue?) throws(MessageDecodeError) -> TimelineKey {
+        let base = "$.payload.payload"
         func member(_ name: String) throws(MessageDecodeError) -> String {
-            guard let v = o[name], !v.isNull else {
+            guard let v = lookup(name), !v.isNull else {
                 throw MessageDecodeError(path: "\(base).\(name)", message: "missing required string (snapshot key)")
             }
             guard case .string(let s) = v else {
@@ -210,7 +241,12 @@ public struct EventIngress<D: SnapshotDecoding>: Sendable {
                 continue
             }
             do throws(MessageDecodeError) {
-                let snapshot = try decoder.decode(w.payload)
+                let snapshot: TimelineUpdated
+                if let raw = w.event.rawPayload {
+                    snapshot = try decoder.decode(raw: raw)
+                } else {
+                    snapshot = try decoder.decode(w.event.payload)
+                }
                 inFlight = key
                 effects.append(.deliverSnapshot(snapshot))
             } catch {

@@ -377,20 +377,15 @@ public struct RelayClientMachine: Sendable {
                 emit(.diagnostic(.undecodableFrame(g, "\(error)")))
             }
         case .text(let text):
-            let json: JSONValue
-            let underscoreInKey: Bool
-            do { (json, underscoreInKey) = try JSONValue.parsingNotingUnderscoreKeys(text) } catch {
-                return emit(.diagnostic(.undecodableFrame(g, "\(error)")))
-            }
-            // The parser saw every key's bytes: without a `_` in any of them the guard has nothing to find.
-            if underscoreInKey {
-                do { try CamelCaseGuard.check(json) } catch {
-                    return emit(.diagnostic(.droppedSnakeCaseMessage(g, path: error.path)))
-                }
-            }
+            // Parsed, guarded against snake_case keys anywhere and decoded in one step; a snapshot's
+            // payload stays raw (validated) until delivery (SPEC A10).
             let message: RelayMessage
-            do { message = try RelayMessage(decoding: json) } catch {
-                return emit(.diagnostic(.undecodableFrame(g, "\(error)")))
+            do { message = try RelayMessage(decodingInbound: text) } catch {
+                switch error {
+                case .syntax(let e): return emit(.diagnostic(.undecodableFrame(g, "\(e)")))
+                case .snakeCase(let e): return emit(.diagnostic(.droppedSnakeCaseMessage(g, path: e.path)))
+                case .message(let e): return emit(.diagnostic(.undecodableFrame(g, "\(e)")))
+                }
             }
             receive(message, on: g)
         }

@@ -202,8 +202,28 @@ public struct TimelineUpdated: TypedEventPayload {
     public var threadId: String
     /// The snapshot's revision; higher is newer.
     public var revision: Int64
-    /// The blocks, opaque to the protocol layer.
-    public var blocks: JSONValue
+    /// The blocks, opaque to the protocol layer. A snapshot decoded by ``init(raw:path:)`` keeps them as
+    /// raw bytes (``rawBlocks``) and parses them on each read of this property.
+    public var blocks: JSONValue {
+        get {
+            switch blockStorage {
+            case .value(let v): v
+            case .raw(let r): r.value
+            }
+        }
+        set { blockStorage = .value(newValue) }
+    }
+    /// The blocks' bytes when the snapshot was decoded from raw bytes without building them, else nil.
+    public var rawBlocks: RawJSON? {
+        if case .raw(let r) = blockStorage { return r }
+        return nil
+    }
+
+    private enum BlockStorage: Sendable {
+        case value(JSONValue)
+        case raw(RawJSON)
+    }
+    private var blockStorage: BlockStorage
 
     /// Creates a snapshot.
     public init(sessionId: String, runId: String, threadId: String, revision: Int64, blocks: JSONValue) {
@@ -211,7 +231,7 @@ public struct TimelineUpdated: TypedEventPayload {
         self.runId = runId
         self.threadId = threadId
         self.revision = revision
-        self.blocks = blocks
+        self.blockStorage = .value(blocks)
     }
 
     /// Decodes `{sessionId, runId, threadId, revision, blocks}`; `blocks` may be any JSON (absent is null).
@@ -221,7 +241,45 @@ public struct TimelineUpdated: TypedEventPayload {
         runId = try r.string("runId")
         threadId = try r.string("threadId")
         revision = try r.int64("revision")
-        blocks = r.value("blocks") ?? .null
+        blockStorage = .value(r.value("blocks") ?? .null)
+    }
+
+    /// Decodes the same fields from the payload's raw bytes, building only the four scalar fields: the
+    /// blocks stay raw. Results and errors are those of ``init(json:path:)`` on `raw.value`.
+    public init(raw: RawJSON, path: String = "$") throws(MessageDecodeError) {
+        guard let m = raw.members() else {
+            self = try TimelineUpdated(json: raw.value, path: path)
+            return
+        }
+        var scalars = [String: JSONValue](minimumCapacity: 4)
+        for name in ["sessionId", "runId", "threadId", "revision"] {
+            if let v = m.last(named: name) { scalars[name] = v.value }
+        }
+        let r = FieldReader(object: scalars, path: path)
+        sessionId = try r.string("sessionId")
+        runId = try r.string("runId")
+        threadId = try r.string("threadId")
+        revision = try r.int64("revision")
+        if let b = m.last(named: "blocks") {
+            blockStorage = b.built.map { .value($0) } ?? .raw(b.raw)
+        } else {
+            blockStorage = .value(.null)
+        }
+    }
+
+    /// Equal when every field and the blocks' value are equal.
+    public static func == (a: TimelineUpdated, b: TimelineUpdated) -> Bool {
+        a.sessionId == b.sessionId && a.runId == b.runId && a.threadId == b.threadId && a.revision == b.revision
+            && a.blocks == b.blocks
+    }
+
+    /// Hashes every field and the blocks' value.
+    public func hash(into h: inout Hasher) {
+        h.combine(sessionId)
+        h.combine(runId)
+        h.combine(threadId)
+        h.combine(revision)
+        h.combine(blocks)
     }
 
     /// The snapshot key: a newer snapshot with the same key replaces a waiting one.

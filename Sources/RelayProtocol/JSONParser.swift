@@ -70,6 +70,37 @@ extension JSONValue {
     }
 }
 
+extension JSONValue {
+    /// Parses an inbound message like `parsingNotingUnderscoreKeys`, except that an object at
+    /// `$.payload.payload` (an event's own payload) is only validated (syntax, UTF-8, depth, `_` in its
+    /// keys), not built: `.null` stands in its place in `value` and `deferred` holds its bytes. When the
+    /// text has more than one top-level or envelope `payload` key, `ambiguous` is true and the caller must
+    /// parse fully (the last key wins in a full parse).
+    static func parsingDeferringEventPayload(_ text: String) throws(JSONParseError)
+        -> (value: JSONValue, underscoreInKey: Bool, deferred: RawJSON?, ambiguous: Bool) {
+        var text = text
+        return try text.withUTF8 { buffer -> Result<(value: JSONValue, underscoreInKey: Bool, deferred: RawJSON?, ambiguous: Bool), JSONParseError> in
+            var parser = JSONByteParser(buffer)
+            parser.deferEventPayload = true
+            do throws(JSONParseError) {
+                let value = try parser.parseDocument()
+                let deferred = parser.deferredRange.map { r -> RawJSON in
+                    let bytes = Array(UnsafeBufferPointer(rebasing: buffer[r]))
+                    let index = parser.deferredIndex.map { m in
+                        RawMember(key: m.key, built: m.scalar, source: bytes,
+                                  range: (m.range.lowerBound - r.lowerBound)..<(m.range.upperBound - r.lowerBound))
+                    }
+                    return RawJSON(validated: bytes, index: index)
+                }
+                let ambiguous = parser.topPayloadKeys > 1 || parser.envelopePayloadKeys > 1
+                return .success((value, parser.underscoreInKey, deferred, ambiguous))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
+}
+
 /// ASCII bytes the parser and serialiser care about.
 enum ASCII {
     static let quote = UInt8(ascii: "\"")
@@ -106,6 +137,19 @@ struct JSONByteParser {
     /// The members of the objects being parsed, innermost last: an object's members are collected here and
     /// moved into a dictionary of exactly the right capacity when it closes (no rehashing as it grows).
     var members: [(String, JSONValue)] = []
+    /// When set (`parsingDeferringEventPayload`), an object value at `$.payload.payload` is validated and
+    /// skipped instead of built: `.null` stands in its place and `deferredRange` holds its bytes.
+    var deferEventPayload = false
+    /// The next object parsed is the value of the top-level `payload` member.
+    private var nextObjectIsEnvelope = false
+    /// The byte range of the skipped `$.payload.payload` object.
+    var deferredRange: Range<Int>?
+    /// Its top-level members: key, built scalar (nil for an object or array), byte range.
+    var deferredIndex: [(key: String, scalar: JSONValue?, range: Range<Int>)] = []
+    /// How many `payload` keys the top-level object and the envelope object had (more than one: ambiguous,
+    /// the caller must parse fully).
+    var topPayloadKeys = 0
+    var envelopePayloadKeys = 0
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -135,7 +179,7 @@ struct JSONByteParser {
     }
 
     @inline(__always)
-    private mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         while index < end {
             let b = bytes[index]
             guard b == ASCII.space || b == ASCII.newline || b == ASCII.carriageReturn || b == ASCII.tab else { return }
@@ -179,6 +223,8 @@ struct JSONByteParser {
 
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
         let open = index
+        let isEnvelope = nextObjectIsEnvelope
+        nextObjectIsEnvelope = false
         try enter(at: open)
         index += 1
         skipWhitespace()
@@ -204,7 +250,28 @@ struct JSONByteParser {
             }
             index += 1
             skipWhitespace()
-            let value = try parseValue()
+            let value: JSONValue
+            if deferEventPayload && (depth == 1 || isEnvelope) && key == "payload" {
+                let isObject = index < end && bytes[index] == ASCII.openBrace
+                if depth == 1 {
+                    topPayloadKeys += 1
+                    nextObjectIsEnvelope = isObject
+                    value = try parseValue()
+                    nextObjectIsEnvelope = false
+                } else {
+                    envelopePayloadKeys += 1
+                    if isObject {
+                        let start = index
+                        deferredIndex = try parseShallowObject()
+                        deferredRange = start..<index
+                        value = .null
+                    } else {
+                        value = try parseValue()
+                    }
+                }
+            } else {
+                value = try parseValue()
+            }
             members.append((key, value))
             skipWhitespace()
             guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
@@ -258,6 +325,176 @@ struct JSONByteParser {
                 throw fail("unexpected \(describe(b)); expected ',' or ']' in the array opened at byte \(open)", at: index)
             }
         }
+    }
+
+    // MARK: Skipping (validate without building)
+
+    /// Validates one value at `index` exactly as `parseValue` would (same errors), without building it,
+    /// noting `_` in keys, and moves past it.
+    mutating func skipValue() throws(JSONParseError) {
+        guard index < end else { throw fail("unexpected end of input; expected a value", at: index) }
+        switch bytes[index] {
+        case ASCII.openBrace: try skipObject()
+        case ASCII.openBracket: try skipArray()
+        case ASCII.quote: try skipString(isKey: false)
+        case ASCII.minus, ASCII.zero...ASCII.nine: _ = try parseNumber()
+        default: _ = try parseValue()
+        }
+    }
+
+    /// `parseObject` (same checks, same errors, same order) that builds only the scalar members: nested
+    /// objects and arrays are validated by `skipValue`. Returns every member with its byte range.
+    private mutating func parseShallowObject() throws(JSONParseError) -> [(key: String, scalar: JSONValue?, range: Range<Int>)] {
+        let open = index
+        try enter(at: open)
+        index += 1
+        var out: [(key: String, scalar: JSONValue?, range: Range<Int>)] = []
+        skipWhitespace()
+        if index < end && bytes[index] == ASCII.closeBrace {
+            index += 1
+            depth -= 1
+            return out
+        }
+        out.reserveCapacity(8)
+        while true {
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            guard bytes[index] == ASCII.quote else {
+                if bytes[index] == ASCII.closeBrace {
+                    throw fail("trailing comma before '}'", at: index)
+                }
+                throw fail("unexpected \(describe(bytes[index])); expected a string key", at: index)
+            }
+            let key = try parseString(isKey: true)
+            skipWhitespace()
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            guard bytes[index] == ASCII.colon else {
+                throw fail("unexpected \(describe(bytes[index])); expected ':' after the key", at: index)
+            }
+            index += 1
+            skipWhitespace()
+            let start = index
+            if index < end && (bytes[index] == ASCII.openBrace || bytes[index] == ASCII.openBracket) {
+                try skipValue()
+                out.append((key, nil, start..<index))
+            } else {
+                let v = try parseValue()
+                out.append((key, v, start..<index))
+            }
+            skipWhitespace()
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            switch bytes[index] {
+            case ASCII.comma:
+                index += 1
+                skipWhitespace()
+            case ASCII.closeBrace:
+                index += 1
+                depth -= 1
+                return out
+            case let b:
+                throw fail("unexpected \(describe(b)); expected ',' or '}' in the object opened at byte \(open)", at: index)
+            }
+        }
+    }
+
+    private mutating func skipObject() throws(JSONParseError) {
+        let open = index
+        try enter(at: open)
+        index += 1
+        skipWhitespace()
+        if index < end && bytes[index] == ASCII.closeBrace {
+            index += 1
+            depth -= 1
+            return
+        }
+        while true {
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            guard bytes[index] == ASCII.quote else {
+                if bytes[index] == ASCII.closeBrace {
+                    throw fail("trailing comma before '}'", at: index)
+                }
+                throw fail("unexpected \(describe(bytes[index])); expected a string key", at: index)
+            }
+            try skipString(isKey: true)
+            skipWhitespace()
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            guard bytes[index] == ASCII.colon else {
+                throw fail("unexpected \(describe(bytes[index])); expected ':' after the key", at: index)
+            }
+            index += 1
+            skipWhitespace()
+            try skipValue()
+            skipWhitespace()
+            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
+            switch bytes[index] {
+            case ASCII.comma:
+                index += 1
+                skipWhitespace()
+            case ASCII.closeBrace:
+                index += 1
+                depth -= 1
+                return
+            case let b:
+                throw fail("unexpected \(describe(b)); expected ',' or '}' in the object opened at byte \(open)", at: index)
+            }
+        }
+    }
+
+    private mutating func skipArray() throws(JSONParseError) {
+        let open = index
+        try enter(at: open)
+        index += 1
+        skipWhitespace()
+        if index < end && bytes[index] == ASCII.closeBracket {
+            index += 1
+            depth -= 1
+            return
+        }
+        while true {
+            guard index < end else { throw fail("unterminated array opened at byte \(open)", at: index) }
+            if bytes[index] == ASCII.closeBracket {
+                throw fail("trailing comma before ']'", at: index)
+            }
+            try skipValue()
+            skipWhitespace()
+            guard index < end else { throw fail("unterminated array opened at byte \(open)", at: index) }
+            switch bytes[index] {
+            case ASCII.comma:
+                index += 1
+                skipWhitespace()
+            case ASCII.closeBracket:
+                index += 1
+                depth -= 1
+                return
+            case let b:
+                throw fail("unexpected \(describe(b)); expected ',' or ']' in the array opened at byte \(open)", at: index)
+            }
+        }
+    }
+
+    /// `parseString` without building the string (an escaped string takes the building slow path).
+    private mutating func skipString(isKey: Bool) throws(JSONParseError) {
+        let open = index
+        index += 1
+        let contentStart = index
+        while index < end {
+            let b = bytes[index]
+            if b == ASCII.quote {
+                index += 1
+                return
+            } else if b == ASCII.backslash {
+                let s = try parseEscapedString(open: open, contentStart: contentStart)
+                if isKey && !underscoreInKey && s.utf8.contains(UInt8(ascii: "_")) { underscoreInKey = true }
+                return
+            } else if b < 0x20 {
+                throw fail("control character \(describe(b)) in a string must be escaped", at: index)
+            } else if b < 0x80 {
+                if isKey && b == UInt8(ascii: "_") { underscoreInKey = true }
+                index += 1
+            } else {
+                try skipUTF8Sequence()
+            }
+        }
+        throw fail("unterminated string opened at byte \(open)", at: index)
     }
 
     @inline(__always)

@@ -225,11 +225,35 @@ public struct RpcResponse: Sendable, Hashable {
 /// the same plus `eventId`, `sourceDeviceId`, `targetDeviceId` and `timestamp` at the top level of the
 /// message. A message is written in the relay form when any of those four is set, and then
 /// `targetDeviceId` is always written (as `null` when nil), as the relay does.
+///
+/// An inbound `chat:timeline-updated` event keeps its payload as validated raw bytes (``rawPayload``)
+/// until it is read: `payload` then parses them on each access. Equality and hashing are by the payload's
+/// value, whichever form holds it.
 public struct EventMessage: Sendable, Hashable {
     /// The event name, e.g. `device-status` (see `EventNames`).
     public var eventType: String
     /// The event's own payload. `.null` means "no payload": it is omitted on the wire.
-    public var payload: JSONValue
+    public var payload: JSONValue {
+        get {
+            switch storage {
+            case .value(let v): v
+            case .raw(let r): r.value
+            }
+        }
+        set { storage = .value(newValue) }
+    }
+    /// The payload's bytes when the event was decoded from an inbound frame without building the payload
+    /// (a `chat:timeline-updated` snapshot), else nil.
+    public var rawPayload: RawJSON? {
+        if case .raw(let r) = storage { return r }
+        return nil
+    }
+
+    private enum Storage: Sendable {
+        case value(JSONValue)
+        case raw(RawJSON)
+    }
+    private var storage: Storage
     /// The per-user sequence number the relay assigned (relay -> client).
     public var eventId: Int64?
     /// The device that produced the event (relay -> client).
@@ -243,7 +267,7 @@ public struct EventMessage: Sendable, Hashable {
     public init(eventType: String, payload: JSONValue = .object([:]), eventId: Int64? = nil, sourceDeviceId: String? = nil,
                 targetDeviceId: String? = nil, timestamp: String? = nil) {
         self.eventType = eventType
-        self.payload = payload
+        self.storage = .value(payload)
         self.eventId = eventId
         self.sourceDeviceId = sourceDeviceId
         self.targetDeviceId = targetDeviceId
@@ -268,10 +292,32 @@ public struct EventMessage: Sendable, Hashable {
         return try T(json: payload, path: "$.payload.payload")
     }
 
-    init(reading top: FieldReader) throws(MessageDecodeError) {
+    /// Equal when every field and the payload's value are equal.
+    public static func == (a: EventMessage, b: EventMessage) -> Bool {
+        a.eventType == b.eventType && a.eventId == b.eventId && a.sourceDeviceId == b.sourceDeviceId
+            && a.targetDeviceId == b.targetDeviceId && a.timestamp == b.timestamp && a.payload == b.payload
+    }
+
+    /// Hashes every field and the payload's value.
+    public func hash(into h: inout Hasher) {
+        h.combine(eventType)
+        h.combine(payload)
+        h.combine(eventId)
+        h.combine(sourceDeviceId)
+        h.combine(targetDeviceId)
+        h.combine(timestamp)
+    }
+
+    /// Reads the event; `deferred` is the already validated `$.payload.payload` object when the parser
+    /// skipped it (its place in `top` then holds `.null`). Only a `chat:timeline-updated` keeps it raw.
+    init(reading top: FieldReader, deferred: RawJSON? = nil) throws(MessageDecodeError) {
         let p = try top.object("payload")
         eventType = try p.string("eventType")
-        payload = p.value("payload") ?? .null
+        if let deferred {
+            storage = eventType == EventNames.chatTimelineUpdated ? .raw(deferred) : .value(deferred.value)
+        } else {
+            storage = .value(p.value("payload") ?? .null)
+        }
         eventId = try top.optionalInt64("eventId")
         sourceDeviceId = try top.optionalString("sourceDeviceId")
         targetDeviceId = try top.optionalString("targetDeviceId")

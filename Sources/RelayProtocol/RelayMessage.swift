@@ -109,6 +109,12 @@ public enum RelayMessage: Sendable, Hashable {
     /// of the wrong type (with its JSONPath, e.g. `$.payload.deviceId`). A JSON `null` counts as absent
     /// for optional fields.
     public init(decoding json: JSONValue) throws(MessageDecodeError) {
+        try self.init(decoding: json, deferredEventPayload: nil)
+    }
+
+    /// Decodes `json` whose `$.payload.payload` object, when `deferred` is set, was skipped by the parser
+    /// (`.null` in `json`) and is `deferred`; only an `event` may carry one.
+    init(decoding json: JSONValue, deferredEventPayload deferred: RawJSON?) throws(MessageDecodeError) {
         let top = try FieldReader(json, path: "$")
         guard let typeValue = top.value("type") else {
             throw MessageDecodeError(path: "$.type", message: "missing message type; every message is an object with a string \"type\"")
@@ -131,7 +137,7 @@ public enum RelayMessage: Sendable, Hashable {
         case TypeName.rpcResponse:
             self = .rpcResponse(try RpcResponse(reading: RelayMessage.fields(top, payloadFirst: true, probe: "id")))
         case TypeName.event:
-            self = .event(try EventMessage(reading: top))
+            self = .event(try EventMessage(reading: top, deferred: deferred))
         case TypeName.eventAck:
             self = .eventAck(try EventAck(reading: top.object("payload")))
         case TypeName.terminalBind:
@@ -153,6 +159,41 @@ public enum RelayMessage: Sendable, Hashable {
             } else {
                 self = .unknown(type: type, raw: json)
             }
+        }
+    }
+
+    /// Parses, guards and decodes one inbound text frame as the client does: syntax and UTF-8 are checked
+    /// over the whole text, a key with `_` anywhere is rejected (PROTOCOL.md §2, the first one by
+    /// ``CamelCaseGuard/check(_:path:)`` order), and the payload of a `chat:timeline-updated` event is kept
+    /// as validated raw bytes (``EventMessage/rawPayload``) instead of a JSON tree. Errors and results are
+    /// those of parsing with `JSONValue.parsingNotingUnderscoreKeys`, guarding, then ``init(decoding:)``.
+    public init(decodingInbound text: String) throws(InboundFrameError) {
+        var json = JSONValue.null
+        var deferred: RawJSON?
+        var general = true
+        if let fast = try? JSONValue.parsingDeferringEventPayload(text), !fast.underscoreInKey, !fast.ambiguous {
+            json = fast.value
+            deferred = fast.deferred
+            // Only an event has a deferred payload; anything else that had one is parsed in full.
+            general = deferred != nil && json["type"] != .string(TypeName.event)
+        }
+        if general {
+            // The full parse: it reports syntax errors and snake_case keys exactly as before.
+            deferred = nil
+            let underscoreInKey: Bool
+            do throws(JSONParseError) {
+                (json, underscoreInKey) = try JSONValue.parsingNotingUnderscoreKeys(text)
+            } catch {
+                throw .syntax(error)
+            }
+            if underscoreInKey {
+                do throws(CamelCaseViolation) { try CamelCaseGuard.check(json) } catch { throw .snakeCase(error) }
+            }
+        }
+        do throws(MessageDecodeError) {
+            try self.init(decoding: json, deferredEventPayload: deferred)
+        } catch {
+            throw .message(error)
         }
     }
 
@@ -245,5 +286,24 @@ public enum RelayMessage: Sendable, Hashable {
         case .legacy(_, let raw), .unknown(_, let raw): return raw
         }
         return b.value
+    }
+}
+
+/// Why ``RelayMessage/init(decodingInbound:)`` rejected a frame.
+public enum InboundFrameError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Not JSON (with the byte offset).
+    case syntax(JSONParseError)
+    /// A key with `_` (with its JSONPath); the relay protocol is camelCase only.
+    case snakeCase(CamelCaseViolation)
+    /// JSON, but not a message of the protocol (with the JSONPath).
+    case message(MessageDecodeError)
+
+    /// The underlying error's description.
+    public var description: String {
+        switch self {
+        case .syntax(let e): e.description
+        case .snakeCase(let e): e.description
+        case .message(let e): e.description
+        }
     }
 }

@@ -15,6 +15,29 @@ private struct CountingDecoder: SnapshotDecoding {
     }
 }
 
+/// A decoder that counts raw and built decodes separately (inbound snapshots arrive raw).
+private struct RawCountingDecoder: SnapshotDecoding {
+    var calls = 0
+    var rawCalls = 0
+
+    mutating func decode(_ payload: JSONValue) throws(MessageDecodeError) -> TimelineUpdated {
+        calls += 1
+        return try TimelineUpdated(json: payload, path: "$.payload.payload")
+    }
+
+    mutating func decode(raw payload: RawJSON) throws(MessageDecodeError) -> TimelineUpdated {
+        rawCalls += 1
+        return try TimelineUpdated(raw: payload, path: "$.payload.payload")
+    }
+}
+
+/// A snapshot event as the client machine decodes it from the wire: its payload stays raw.
+private func inboundSnapshot(_ session: String, revision: Int64, eventId: Int64) throws -> EventMessage {
+    let text = try RelayMessage.event(snapshot(session, revision: revision, eventId: eventId)).encodedText()
+    guard case .event(let e) = try RelayMessage(decodingInbound: text) else { throw MessageDecodeError(path: "$", message: "not an event") }
+    return e
+}
+
 private func snapshot(_ session: String, run: String = "run-1", thread: String = "main", revision: Int64,
                       eventId: Int64? = nil) -> EventMessage {
     let s = TimelineUpdated(sessionId: session, runId: run, threadId: thread, revision: revision,
@@ -140,6 +163,20 @@ private func key(_ session: String, run: String = "run-1", thread: String = "mai
         #expect(effects == [.droppedSnapshot(key("sess-B"), eventId: 2, reason: .notLeased)])
         #expect(ingress.decoder.calls == 1, "the snapshot of the chat that was left is never decoded")
         #expect(ingress.decoder.decodedRevisions == [1])
+    }
+
+    @Test func rawInboundSnapshotsOfALeftChatAreNeverDecoded() throws {
+        let leased: Set<String> = ["sess-A"]
+        var ingress = EventIngress(decoder: RawCountingDecoder())
+        let a = try inboundSnapshot("sess-A", revision: 1, eventId: 1)
+        let b = try inboundSnapshot("sess-B", revision: 1, eventId: 2)
+        #expect(a.rawPayload != nil && b.rawPayload != nil)
+        #expect(ingress.accept(a, at: .zero, isLeased: { leased.contains($0) }) == [.deliverSnapshot(try decoded(a))])
+        #expect(ingress.accept(b, at: .seconds(1), isLeased: { leased.contains($0) }) == [])
+        #expect(ingress.snapshotProcessed(at: .seconds(2), isLeased: { leased.contains($0) })
+                == [.droppedSnapshot(key("sess-B"), eventId: 2, reason: .notLeased)])
+        #expect(ingress.decoder.rawCalls == 1, "only the leased snapshot is decoded, from its raw bytes")
+        #expect(ingress.decoder.calls == 0)
     }
 
     @Test func leaseStartingBetweenArrivalAndDeliveryDeliversTheSnapshot() throws {

@@ -1,0 +1,108 @@
+import RelayProtocol
+import Testing
+
+/// The reference path `RelayMessage(decodingInbound:)` must agree with: full parse, camelCase guard,
+/// decode of the tree.
+private func reference(_ text: String) -> Result<RelayMessage, InboundFrameError> {
+    let json: JSONValue
+    do { json = try JSONValue(parsing: text) } catch { return .failure(.syntax(error)) }
+    do { try CamelCaseGuard.check(json) } catch { return .failure(.snakeCase(error)) }
+    do { return .success(try RelayMessage(decoding: json)) } catch { return .failure(.message(error)) }
+}
+
+private func inbound(_ text: String) -> Result<RelayMessage, InboundFrameError> {
+    do { return .success(try RelayMessage(decodingInbound: text)) } catch { return .failure(error) }
+}
+
+private let snapshotPayload = #"{"sessionId":"s1","runId":"r1","threadId":"t1","revision":7,"blocks":[{"kind":"text","text":"héllo \"q\" \u00e9"},{"n":[1,-2.5,1e3,true,false,null]}]}"#
+
+private func event(_ payload: String, type: String = "chat:timeline-updated") -> String {
+    #"{"type":"event","eventId":12,"sourceDeviceId":"d","targetDeviceId":null,"timestamp":"t","payload":{"eventType":"\#(type)","payload":\#(payload)}}"#
+}
+
+/// Inbound frames are decoded with the snapshot payload left raw; results and errors equal the full path.
+@Suite struct InboundDecodingTests {
+    static let frames: [String] = [
+        event(snapshotPayload),
+        event(snapshotPayload, type: "device-status"),
+        event(#"{"deviceId":"d","status":"online"}"#, type: "device-status"),
+        event("null"),
+        event("[1,2]"),
+        event("{}"),
+        event(#"{"sessionId":"s","runId":"r","threadId":"t","revision":1}"#),
+        event(#"{"sessionId":"s","runId":"r","threadId":"t","revision":"x","blocks":[]}"#),
+        event(#"{"sessionId":1,"runId":"r","threadId":"t","revision":1,"blocks":[]}"#),
+        event(#"{"sess\u0069onId":"s","runId":"r","threadId":"t","revision":1,"blocks":[]}"#),
+        event(#"{"sessionId":"a","sessionId":"b","runId":"r","threadId":"t","revision":1,"blocks":{}}"#),
+        // snake_case keys deep inside the skipped payload, also behind an escape
+        event(#"{"sessionId":"s","runId":"r","threadId":"t","revision":1,"blocks":[{"a":{"file_path":"x"}}]}"#),
+        event(#"{"sessionId":"s","runId":"r","threadId":"t","revision":1,"blocks":[{"file\u005fpath":"x"}]}"#),
+        event(#"{"snake_key":1}"#),
+        // syntax and UTF-8 errors inside the skipped payload
+        event(#"{"sessionId":"s","blocks":[1,]}"#),
+        event(#"{"sessionId":"s","blocks":[1e400]}"#),
+        event(#"{"sessionId":"s","blocks":[01]}"#),
+        event("{\"sessionId\":\"s\",\"blocks\":[\"\u{01}\"]}"),
+        event(#"{"sessionId":"s","blocks":["\ud800"]}"#),
+        event(#"{"sessionId":"s","blocks":[tru]}"#),
+        event(#"{"sessionId":"s","blocks":{"a" 1}}"#),
+        event(#"{"sessionId":"s""#),
+        event(String(repeating: "[", count: 600) + String(repeating: "]", count: 600)),
+        // ambiguous envelopes: repeated payload keys (the last one wins)
+        #"{"type":"event","payload":{"eventType":"chat:timeline-updated","payload":{"sessionId":"a"},"payload":\#(snapshotPayload)}}"#,
+        #"{"type":"event","payload":{"eventType":"chat:timeline-updated","payload":\#(snapshotPayload),"payload":null}}"#,
+        #"{"type":"event","payload":{"eventType":"chat:timeline-updated","payload":\#(snapshotPayload)},"payload":{"eventType":"x"}}"#,
+        // other messages with a payload.payload object
+        #"{"type":"rpc.response","payload":{"id":"1","payload":{"a":1},"result":{"ok":true}}}"#,
+        #"{"type":"registered","payload":{"sessionId":"s","payload":{"x":1}}}"#,
+        #"{"type":"heartbeat"}"#,
+        #"{"type":"event","payload":{"payload":{"a":1}}}"#,
+        #"{"type":"event","payload":{"eventType":"chat:timeline-updated","payload":{"a":1}}} x"#,
+        "\u{FEFF}{}",
+    ]
+
+    @Test(arguments: frames)
+    func agreesWithTheFullPath(_ text: String) {
+        #expect(inbound(text) == reference(text))
+    }
+
+    @Test func aSnapshotPayloadStaysRawAndDecodesToTheSameSnapshot() throws {
+        guard case .event(let e) = try RelayMessage(decodingInbound: event(snapshotPayload)) else {
+            Issue.record("not an event")
+            return
+        }
+        let raw = try #require(e.rawPayload)
+        #expect(raw.bytes == Array(snapshotPayload.utf8))
+        let fromRaw = try TimelineUpdated(raw: raw, path: "$.payload.payload")
+        #expect(fromRaw.rawBlocks != nil)
+        #expect(fromRaw == (try TimelineUpdated(json: JSONValue(parsing: snapshotPayload), path: "$.payload.payload")))
+        #expect(fromRaw.revision == 7 && fromRaw.sessionId == "s1")
+    }
+
+    @Test func controlEventPayloadsAreBuilt() throws {
+        guard case .event(let e) = try RelayMessage(decodingInbound: event(#"{"deviceId":"d","status":"online"}"#, type: "device-status")) else {
+            Issue.record("not an event")
+            return
+        }
+        #expect(e.rawPayload == nil)
+        #expect(e.payload == ["deviceId": "d", "status": "online"])
+    }
+
+    @Test func rawMembersIndexTopLevelKeysOnly() throws {
+        let text = event(#"{"a":{"bc":1},"b":"x","c":[1],"b":"y","d":null}"#, type: "chat:timeline-updated")
+        guard case .event(let e) = try RelayMessage(decodingInbound: text) else {
+            Issue.record("not an event")
+            return
+        }
+        let m = try #require(e.rawPayload?.members())
+        #expect(m.map(\.key) == ["a", "b", "c", "b", "d"])
+        #expect(m.last(named: "b")?.built == "y")
+        #expect(m.last(named: "a")?.built == nil)
+        #expect(m.last(named: "a")?.raw.bytes == Array(#"{"bc":1}"#.utf8))
+        #expect(m.last(named: "c")?.value == [1])
+        #expect(m.last(named: "d")?.built == .null)
+        #expect(m.last(named: "z") == nil)
+        #expect((try RawJSON(validating: Array("[1]".utf8))).members() == nil)
+        #expect((try RawJSON(validating: Array(#"{"\u0061":1}"#.utf8))).members()?.last(named: "a")?.value == 1)
+    }
+}
