@@ -174,6 +174,12 @@ public enum RelayMessage: Sendable, Hashable {
             self = .pong
             return
         }
+        // An event exactly as the relay writes it: its envelope read directly, its payload validated and
+        // indexed without a tree (anything unusual gives nil and takes the route below).
+        if let fields = JSONValue.readingCanonicalEvent(text) {
+            self = .event(EventMessage(canonical: fields))
+            return
+        }
         var json = JSONValue.null
         var deferred: RawJSON?
         var general = true

@@ -106,3 +106,83 @@ private func event(_ payload: String, type: String = "chat:timeline-updated") ->
         #expect((try RawJSON(validating: Array(#"{"\u0061":1}"#.utf8))).members()?.last(named: "a")?.value == 1)
     }
 }
+
+/// An event in the relay's own compact, canonically ordered shape (the one read directly).
+private func canonicalEvent(_ payload: String, type: String = "chat:timeline-updated", eventId: String = "12",
+                            target: String = "null", timestamp: String = #""2026-01-15T12:00:04.104Z""#) -> String {
+    #"{"eventId":\#(eventId),"payload":{"eventType":"\#(type)","payload":\#(payload)},"sourceDeviceId":"9a7e2c1d","targetDeviceId":\#(target),"timestamp":\#(timestamp),"type":"event"}"#
+}
+
+/// Events in the relay's canonical shape are read without a tree; results, errors and the raw payload equal
+/// both the full path and the deferring parse (which a leading space forces).
+@Suite struct CanonicalEventDecodingTests {
+    static let frames: [String] = InboundDecodingTests.frames.compactMap { frame -> String? in
+        // every payload of the general list, in the canonical envelope
+        let prefix = #"{"type":"event","eventId":12,"sourceDeviceId":"d","targetDeviceId":null,"timestamp":"t","payload":{"eventType":""#
+        guard frame.hasPrefix(prefix), frame.hasSuffix("}}") else { return nil }
+        let rest = frame.dropFirst(prefix.count)
+        guard let quote = rest.firstIndex(of: "\"") else { return nil }
+        let type = String(rest[..<quote])
+        let payloadStart = rest.index(quote, offsetBy: #"","payload":"#.count)
+        return canonicalEvent(String(rest[payloadStart..<rest.index(rest.endIndex, offsetBy: -2)]), type: type)
+    } + [
+        canonicalEvent(snapshotPayload, target: #""desk-1""#),
+        canonicalEvent(snapshotPayload, eventId: "0"),
+        canonicalEvent(snapshotPayload, eventId: "999999999999999999"),
+        canonicalEvent(snapshotPayload, eventId: "9999999999999999999"),
+        canonicalEvent(snapshotPayload, eventId: "-3"),
+        canonicalEvent(snapshotPayload, eventId: "01"),
+        canonicalEvent(snapshotPayload, eventId: "1.0"),
+        canonicalEvent(snapshotPayload, eventId: "1e2"),
+        canonicalEvent(snapshotPayload, eventId: "\"7\""),
+        canonicalEvent(snapshotPayload, eventId: "null"),
+        canonicalEvent(snapshotPayload, target: "7"),
+        canonicalEvent(snapshotPayload, target: #""esc\"aped""#),
+        canonicalEvent(snapshotPayload, timestamp: "null"),
+        canonicalEvent(snapshotPayload, timestamp: #""t\u0031""#),
+        canonicalEvent(snapshotPayload, timestamp: #""été""#),
+        canonicalEvent(snapshotPayload, type: "chat:timeline\\u002dupdated"),
+        canonicalEvent(#"{"jobId":"j","sessionId":"s","status":"queued"}"#, type: "job:created"),
+        canonicalEvent(#"{"job_id":"j"}"#, type: "job:created"),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"event","x_y":1}"#),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"event","extra":1}"#),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"event"} "#),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"event"}}"#),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"eventx"}"#),
+        canonicalEvent("[1]"),
+        canonicalEvent("null"),
+        canonicalEvent(String(repeating: "{\"a\":", count: 600) + "1" + String(repeating: "}", count: 600)),
+        canonicalEvent(String(repeating: "{\"a\":", count: 509) + "1" + String(repeating: "}", count: 509)),
+        canonicalEvent(String(repeating: "{\"a\":", count: 510) + "1" + String(repeating: "}", count: 510)),
+        canonicalEvent(String(repeating: "{\"a\":", count: 511) + "1" + String(repeating: "}", count: 511)),
+        String(canonicalEvent(snapshotPayload).dropLast(3)),
+    ]
+
+    @Test func theListCoversTheGeneralPayloads() {
+        #expect(Self.frames.count > 40)
+    }
+
+    @Test(arguments: frames)
+    func agreesWithTheFullAndTheDeferringPaths(_ text: String) {
+        let direct = inbound(text)
+        #expect(direct == reference(text))
+        // The leading space moves error offsets by one, so only results are compared with the deferring parse.
+        let deferring = inbound(" " + text)
+        if case .success = direct { #expect(direct == deferring) }
+        if case .success(.event(let a)) = direct, case .success(.event(let b)) = deferring {
+            #expect(a.rawPayload?.bytes == b.rawPayload?.bytes)
+            #expect(a.rawPayload?.members()?.map(\.key) == b.rawPayload?.members()?.map(\.key))
+            #expect(a.rawPayload?.members()?.map(\.built) == b.rawPayload?.members()?.map(\.built))
+        }
+    }
+
+    @Test func aCanonicalSnapshotKeepsItsPayloadRaw() throws {
+        guard case .event(let e) = try RelayMessage(decodingInbound: canonicalEvent(snapshotPayload, target: #""desk""#)) else {
+            Issue.record("not an event")
+            return
+        }
+        #expect(e.rawPayload?.bytes == Array(snapshotPayload.utf8))
+        #expect(e.eventId == 12 && e.eventType == "chat:timeline-updated" && e.sourceDeviceId == "9a7e2c1d")
+        #expect(e.targetDeviceId == "desk" && e.timestamp == "2026-01-15T12:00:04.104Z")
+    }
+}
