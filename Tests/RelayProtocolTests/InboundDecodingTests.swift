@@ -186,3 +186,43 @@ private func canonicalEvent(_ payload: String, type: String = "chat:timeline-upd
         #expect(e.targetDeviceId == "desk" && e.timestamp == "2026-01-15T12:00:04.104Z")
     }
 }
+
+/// `TimelineUpdated(raw:)` gives what `TimelineUpdated(json:)` gives on the same bytes: fields, blocks and errors.
+@Suite struct TimelineUpdatedRawTests {
+    static let payloads: [String] = [
+        snapshotPayload,
+        #"{"blocks":[],"revision":3,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"revision":3,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":null,"revision":3,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":"x","revision":3,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3.0,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3.5,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":"3","runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":null,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3,"runId":null,"sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3,"runId":"r","sessionId":{"a":1},"threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3,"runId":"r","sessionId":"s","threadId":7}"#,
+        #"{"blocks":[1],"revision":3,"runId":"r","sessionId":"s"}"#,
+        #"{"sessionId":"a","sessionId":"b","runId":"r","threadId":"t","revision":1,"blocks":{}}"#,
+        #"{"sessionId":"a","sessionId":1,"runId":"r","threadId":"t","revision":1,"blocks":{}}"#,
+        #"{"sessionId":1,"sessionId":"b","runId":"r","threadId":"t","revision":1,"blocks":[1],"blocks":[2]}"#,
+        #"{"sessionId":"s\u0031","runId":"r","threadId":"t","revision":-9223372036854775808,"blocks":[{"k":[true]}]}"#,
+        #"{"sessionId":"s","runId":"r","threadId":"t","revision":1e2,"blocks":[]}"#,
+        "[1,2]",
+        "{}",
+    ]
+
+    @Test(arguments: payloads)
+    func rawAgreesWithJSON(_ text: String) throws {
+        let raw = try RawJSON(validating: Array(text.utf8))
+        let viaRaw = Result { () throws(MessageDecodeError) -> TimelineUpdated in try TimelineUpdated(raw: raw, path: "$.p") }
+        let viaJSON = Result { () throws(MessageDecodeError) -> TimelineUpdated in
+            try TimelineUpdated(json: raw.value, path: "$.p")
+        }
+        #expect(viaRaw == viaJSON)
+        if case .success(let a) = viaRaw, case .success(let b) = viaJSON {
+            #expect(a.key == b.key && a.revision == b.revision && a.blocks == b.blocks)
+        }
+    }
+}
