@@ -170,7 +170,8 @@ public enum RelayMessage: Sendable, Hashable {
     public init(decodingInbound text: String) throws(InboundFrameError) {
         // The relay's answer to every heartbeat, in the exact canonical form it writes: no parse needed
         // (the general route gives `.pong` for these bytes too; any other spelling takes it).
-        if text.utf8.elementsEqual(#"{"type":"pong"}"#.utf8) {
+        let pong: StaticString = #"{"type":"pong"}"#
+        if text.utf8.count == pong.utf8CodeUnitCount && text.utf8.elementsEqual(UnsafeBufferPointer(start: pong.utf8Start, count: pong.utf8CodeUnitCount)) {
             self = .pong
             return
         }
