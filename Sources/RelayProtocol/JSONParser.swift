@@ -813,3 +813,47 @@ extension JSONByteParser {
                                     sourceDeviceId: source, targetDeviceId: target, timestamp: timestamp)
     }
 }
+
+/// The fields of an `rpc.response` frame read by ``JSONValue/readingCanonicalRpcResponse(_:)``.
+struct CanonicalRpcResponseFields {
+    var id: String
+    var isFinal: Bool
+    var result: JSONValue
+    var traceparent: String
+}
+
+extension JSONValue {
+    /// Reads an `rpc.response` frame in exactly the shape the relay writes for a result:
+    /// `{"payload":{"id":"…","isFinal":true|false,"result":<any value>,"traceparent":"…"},"type":"rpc.response"}`
+    /// (compact, keys in canonical order, `id` and `traceparent` printable ASCII without escapes), the result
+    /// parsed with no `_` in any key. Anything else gives nil: the caller takes the general route, which stays
+    /// the reference for results and errors.
+    static func readingCanonicalRpcResponse(_ text: String) -> CanonicalRpcResponseFields? {
+        var text = text
+        return text.withUTF8 { buffer -> CanonicalRpcResponseFields? in
+            var parser = JSONByteParser(buffer)
+            return parser.readCanonicalRpcResponse()
+        }
+    }
+}
+
+extension JSONByteParser {
+    /// See ``JSONValue/readingCanonicalRpcResponse(_:)``.
+    mutating func readCanonicalRpcResponse() -> CanonicalRpcResponseFields? {
+        guard consume(#"{"payload":{"id":"#), let id = plainString(), consume(#","isFinal":"#) else { return nil }
+        let isFinal: Bool
+        if consume("true") {
+            isFinal = true
+        } else if consume("false") {
+            isFinal = false
+        } else {
+            return nil
+        }
+        guard consume(#","result":"#) else { return nil }
+        depth = 2  // the value's depth in the whole message, as in the general parse
+        guard let result = try? parseValue(), !underscoreInKey,
+              consume(#","traceparent":"#), let traceparent = plainString(),
+              consume(#"},"type":"rpc.response"}"#), index == end else { return nil }
+        return CanonicalRpcResponseFields(id: id, isFinal: isFinal, result: result, traceparent: traceparent)
+    }
+}

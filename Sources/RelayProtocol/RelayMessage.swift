@@ -181,6 +181,12 @@ public enum RelayMessage: Sendable, Hashable {
             self = .event(EventMessage(canonical: fields))
             return
         }
+        // Likewise an rpc.response carrying a result (its traceparent must parse, else the general route
+        // reports it).
+        if let f = JSONValue.readingCanonicalRpcResponse(text), let traceparent = try? TraceParent(parsing: f.traceparent) {
+            self = .rpcResponse(RpcResponse(id: f.id, result: f.result, isFinal: f.isFinal, traceparent: traceparent))
+            return
+        }
         var json = JSONValue.null
         var deferred: RawJSON?
         var general = true

@@ -226,3 +226,60 @@ private func canonicalEvent(_ payload: String, type: String = "chat:timeline-upd
         }
     }
 }
+
+/// An rpc.response in the relay's canonical result shape (the one read directly).
+private func canonicalResponse(id: String = #""14452A08-5697-4892-A7A3-66C27B1C2E64""#, isFinal: String = "true",
+                               result: String = #"{"sessions":[{"id":"s-1","name":"Fix tests"}]}"#,
+                               traceparent: String = #""00-7336239ae2487ab222a7fd6f1223c124-c08c66e5daabcdb0-01""#) -> String {
+    #"{"payload":{"id":\#(id),"isFinal":\#(isFinal),"result":\#(result),"traceparent":\#(traceparent)},"type":"rpc.response"}"#
+}
+
+/// rpc.response frames in the relay's canonical shape are read directly; results and errors equal the full path.
+@Suite struct CanonicalRpcResponseDecodingTests {
+    static let frames: [String] = [
+        canonicalResponse(),
+        canonicalResponse(isFinal: "false"),
+        canonicalResponse(isFinal: "null"),
+        canonicalResponse(isFinal: "1"),
+        canonicalResponse(isFinal: "truex"),
+        canonicalResponse(result: "null"),
+        canonicalResponse(result: "7"),
+        canonicalResponse(result: #""text""#),
+        canonicalResponse(result: "[]"),
+        canonicalResponse(result: #"{"a":{"b":[1,2.5,"é",true,null]},"payload":{"payload":{"x":1}}}"#),
+        canonicalResponse(result: #"{"file_path":"x"}"#),
+        canonicalResponse(result: #"{"a":[{"b_c":1}]}"#),
+        canonicalResponse(result: #"{"a":[1,]}"#),
+        canonicalResponse(result: #"{"a":1,"a":2}"#),
+        canonicalResponse(result: String(repeating: "[", count: 509) + String(repeating: "]", count: 509)),
+        canonicalResponse(result: String(repeating: "[", count: 510) + String(repeating: "]", count: 510)),
+        canonicalResponse(result: String(repeating: "[", count: 511) + String(repeating: "]", count: 511)),
+        canonicalResponse(id: #""1""#),
+        canonicalResponse(id: #""es\"c""#),
+        canonicalResponse(id: "7"),
+        canonicalResponse(id: "null"),
+        canonicalResponse(traceparent: #""not-a-traceparent""#),
+        canonicalResponse(traceparent: "null"),
+        canonicalResponse(traceparent: #""00-7336239ae2487ab222a7fd6f1223c124-c08c66e5daabcdb0-0\u0031""#),
+        canonicalResponse().replacing(#""type":"rpc.response"}"#, with: #""type":"rpc.response"} "#),
+        canonicalResponse().replacing(#""type":"rpc.response"}"#, with: #""type":"rpc.response","x":1}"#),
+        canonicalResponse().replacing(#""type":"rpc.response"}"#, with: #""type":"rpc.responses"}"#),
+        canonicalResponse().replacing(#""isFinal""#, with: #""error":{"code":1,"message":"m"},"isFinal""#),
+        String(canonicalResponse().dropLast(2)),
+    ]
+
+    @Test(arguments: frames)
+    func agreesWithTheFullPath(_ text: String) {
+        #expect(inbound(text) == reference(text))
+    }
+
+    @Test func theCanonicalShapeDecodesItsFields() throws {
+        guard case .rpcResponse(let r) = try RelayMessage(decodingInbound: canonicalResponse(isFinal: "false")) else {
+            Issue.record("not an rpc.response")
+            return
+        }
+        #expect(r.id == "14452A08-5697-4892-A7A3-66C27B1C2E64" && r.isFinal == false && r.error == nil)
+        #expect(r.result == ["sessions": [["id": "s-1", "name": "Fix tests"]]])
+        #expect(r.traceparent?.header == "00-7336239ae2487ab222a7fd6f1223c124-c08c66e5daabcdb0-01")
+    }
+}
