@@ -47,7 +47,7 @@ public enum CamelCaseGuard {
         key.utf8.contains(UInt8(ascii: "_"))
     }
 
-    private static func containsViolation(_ value: JSONValue) -> Bool {
+    static func containsViolation(_ value: JSONValue) -> Bool {
         switch value {
         case .object(let o):
             for (k, v) in o where isViolating(k) || containsViolation(v) { return true }

@@ -251,6 +251,21 @@ public struct TimelineUpdated: TypedEventPayload {
             self = try TimelineUpdated(json: raw.value, path: path)
             return
         }
+        // The usual case, read without a field table: each of the four present (the last of its name) with
+        // the right type. Anything else goes through the reader below, whose errors are the reference.
+        if case .string(let s)? = m.last(named: "sessionId")?.built, case .string(let r)? = m.last(named: "runId")?.built,
+           case .string(let t)? = m.last(named: "threadId")?.built, case .int(let n)? = m.last(named: "revision")?.built {
+            sessionId = s
+            runId = r
+            threadId = t
+            revision = n
+            if let b = m.last(named: "blocks") {
+                blockStorage = b.built.map { .value($0) } ?? .raw(b.raw)
+            } else {
+                blockStorage = .value(.null)
+            }
+            return
+        }
         var scalars = [String: JSONValue](minimumCapacity: 4)
         for name in ["sessionId", "runId", "threadId", "revision"] {
             if let v = m.last(named: name) { scalars[name] = v.value }

@@ -324,6 +324,17 @@ public struct EventMessage: Sendable, Hashable {
         timestamp = try top.optionalString("timestamp")
     }
 
+    /// The event read directly from a canonical frame (``JSONValue/readingCanonicalEvent(_:)``): the same
+    /// fields and payload storage as `init(reading:deferred:)` gives for that frame.
+    init(canonical f: CanonicalEventFields) {
+        eventType = f.eventType
+        storage = f.eventType == EventNames.chatTimelineUpdated ? .raw(f.payload) : .value(f.payload.value)
+        eventId = f.eventId
+        sourceDeviceId = f.sourceDeviceId
+        targetDeviceId = f.targetDeviceId
+        timestamp = f.timestamp
+    }
+
     func write(into b: inout ObjectBuilder) {
         var p = ObjectBuilder(capacity: 2)
         p.set("eventType", eventType)

@@ -168,6 +168,25 @@ public enum RelayMessage: Sendable, Hashable {
     /// as validated raw bytes (``EventMessage/rawPayload``) instead of a JSON tree. Errors and results are
     /// those of parsing with `JSONValue.parsingNotingUnderscoreKeys`, guarding, then ``init(decoding:)``.
     public init(decodingInbound text: String) throws(InboundFrameError) {
+        // The relay's answer to every heartbeat, in the exact canonical form it writes: no parse needed
+        // (the general route gives `.pong` for these bytes too; any other spelling takes it).
+        let pong: StaticString = #"{"type":"pong"}"#
+        if text.utf8.count == pong.utf8CodeUnitCount && text.utf8.elementsEqual(UnsafeBufferPointer(start: pong.utf8Start, count: pong.utf8CodeUnitCount)) {
+            self = .pong
+            return
+        }
+        // An event exactly as the relay writes it: its envelope read directly, its payload validated and
+        // indexed without a tree (anything unusual gives nil and takes the route below).
+        if let fields = JSONValue.readingCanonicalEvent(text) {
+            self = .event(EventMessage(canonical: fields))
+            return
+        }
+        // Likewise an rpc.response carrying a result (its traceparent must parse, else the general route
+        // reports it).
+        if let f = JSONValue.readingCanonicalRpcResponse(text), let traceparent = try? TraceParent(parsing: f.traceparent) {
+            self = .rpcResponse(RpcResponse(id: f.id, result: f.result, isFinal: f.isFinal, traceparent: traceparent))
+            return
+        }
         var json = JSONValue.null
         var deferred: RawJSON?
         var general = true
@@ -257,9 +276,39 @@ public enum RelayMessage: Sendable, Hashable {
             // route (keys sorted, none with `_`, so the guard has nothing to reject; the form does not apply).
             guard let id = p.activeSessionId else { return #"{"payload":{},"type":"heartbeat"}"# }
             return #"{"payload":{"activeSessionId":"# + JSONValue.string(id).jsonText + #"},"type":"heartbeat"}"#
+        case .rpcRequest(let r) where !CamelCaseGuard.containsViolation(r.params):
+            // Written directly: the same canonical text as the general route (the fixed keys are sorted and
+            // have no `_`; `params`, the only free-form part, was just checked, so the guard has nothing to
+            // reject; a `params` with a `_` key takes the general route, which throws the same error).
+            return RelayMessage.rpcRequestText(r, form: form)
         default:
             return try encoded(form: form).jsonText
         }
+    }
+
+    /// `{"payload":{"id":..,"idempotencyKey":..,"method":..,"params":..,"traceparent":..},"type":"rpc.request"}`
+    /// with absent optionals (and a `null` `params`) omitted, `traceparent` only in the 1.6 form: byte for
+    /// byte what `encoded(form:).jsonText` writes for it.
+    private static func rpcRequestText(_ r: RpcRequest, form: ProtocolForm) -> String {
+        var w = JSONWriter()
+        w.out.append(contentsOf: #"{"payload":{"id":"#.utf8)
+        w.write(.string(r.id))
+        if let key = r.idempotencyKey {
+            w.out.append(contentsOf: #","idempotencyKey":"#.utf8)
+            w.write(.string(key))
+        }
+        w.out.append(contentsOf: #","method":"#.utf8)
+        w.write(.string(r.method))
+        if !r.params.isNull {
+            w.out.append(contentsOf: #","params":"#.utf8)
+            w.write(r.params)
+        }
+        if form == .v1_6, let tp = r.traceparent {
+            w.out.append(contentsOf: #","traceparent":"#.utf8)
+            w.write(.string(tp.header))
+        }
+        w.out.append(contentsOf: #"},"type":"rpc.request"}"#.utf8)
+        return String(decoding: w.out, as: UTF8.self)
     }
 
     /// `encoded(form:)` as compact canonical UTF-8 bytes.

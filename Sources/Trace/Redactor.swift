@@ -1,5 +1,6 @@
 import COpenSSL
 public import RelayProtocol
+import Synchronization
 
 /// What the writer does with secrets.
 public enum RedactionPolicy: String, Sendable, Hashable {
@@ -31,10 +32,24 @@ public struct Redactor: Sendable, Hashable {
     /// The prefix of every placeholder.
     public static let placeholderPrefix = "rt:redacted:"
 
+    /// Placeholders already computed by this redactor (and its copies): the same secrets (the JWT, the
+    /// resume token) come back in many records of one trace, and each HMAC costs more than the rest of their
+    /// redaction. Not part of the value: equality and hashing are by `policy` and `key`.
+    private let memo = PlaceholderMemo()
+
     /// A redactor with `policy` and `key`.
     public init(policy: RedactionPolicy, key: [UInt8]) {
         self.policy = policy
         self.key = key
+    }
+
+    /// Equal when the policies and keys are.
+    public static func == (a: Redactor, b: Redactor) -> Bool { a.policy == b.policy && a.key == b.key }
+
+    /// Hashes the policy and the key.
+    public func hash(into h: inout Hasher) {
+        h.combine(policy)
+        h.combine(key)
     }
 
     /// 32 bytes from OpenSSL's CSPRNG (`RAND_bytes`), falling back to `/dev/urandom`.
@@ -55,6 +70,13 @@ public struct Redactor: Sendable, Hashable {
 
     /// The placeholder for `secret`: `rt:redacted:<16 hex of HMAC-SHA256(key, secret)>`.
     public func placeholder(for secret: String) -> String {
+        if let known = memo.lookup(secret) { return known }
+        let computed = computePlaceholder(for: secret)
+        memo.store(secret, computed)
+        return computed
+    }
+
+    private func computePlaceholder(for secret: String) -> String {
         var mac = [UInt8](repeating: 0, count: 32)
         var len: UInt32 = 32
         var s = secret
@@ -275,5 +297,22 @@ public struct Redactor: Sendable, Hashable {
         }
         guard dots >= 2, segmentLengths[0] >= 4, segmentLengths[1] >= 1 else { return nil }
         return j
+    }
+}
+
+/// A bounded secret -> placeholder table shared by a redactor's copies (one key, so one mapping).
+private final class PlaceholderMemo: Sendable {
+    /// At most this many secrets are remembered (bounded memory on any input); later ones are computed.
+    static let capacity = 1024
+    private let table = Mutex<[String: String]>([:])
+
+    func lookup(_ secret: String) -> String? {
+        table.withLock { $0[secret] }
+    }
+
+    func store(_ secret: String, _ placeholder: String) {
+        table.withLock { t in
+            if t.count < Self.capacity { t[secret] = placeholder }
+        }
     }
 }

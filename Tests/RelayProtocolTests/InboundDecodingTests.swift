@@ -106,3 +106,180 @@ private func event(_ payload: String, type: String = "chat:timeline-updated") ->
         #expect((try RawJSON(validating: Array(#"{"\u0061":1}"#.utf8))).members()?.last(named: "a")?.value == 1)
     }
 }
+
+/// An event in the relay's own compact, canonically ordered shape (the one read directly).
+private func canonicalEvent(_ payload: String, type: String = "chat:timeline-updated", eventId: String = "12",
+                            target: String = "null", timestamp: String = #""2026-01-15T12:00:04.104Z""#) -> String {
+    #"{"eventId":\#(eventId),"payload":{"eventType":"\#(type)","payload":\#(payload)},"sourceDeviceId":"9a7e2c1d","targetDeviceId":\#(target),"timestamp":\#(timestamp),"type":"event"}"#
+}
+
+/// Events in the relay's canonical shape are read without a tree; results, errors and the raw payload equal
+/// both the full path and the deferring parse (which a leading space forces).
+@Suite struct CanonicalEventDecodingTests {
+    static let frames: [String] = InboundDecodingTests.frames.compactMap { frame -> String? in
+        // every payload of the general list, in the canonical envelope
+        let prefix = #"{"type":"event","eventId":12,"sourceDeviceId":"d","targetDeviceId":null,"timestamp":"t","payload":{"eventType":""#
+        guard frame.hasPrefix(prefix), frame.hasSuffix("}}") else { return nil }
+        let rest = frame.dropFirst(prefix.count)
+        guard let quote = rest.firstIndex(of: "\"") else { return nil }
+        let type = String(rest[..<quote])
+        let payloadStart = rest.index(quote, offsetBy: #"","payload":"#.count)
+        return canonicalEvent(String(rest[payloadStart..<rest.index(rest.endIndex, offsetBy: -2)]), type: type)
+    } + [
+        canonicalEvent(snapshotPayload, target: #""desk-1""#),
+        canonicalEvent(snapshotPayload, eventId: "0"),
+        canonicalEvent(snapshotPayload, eventId: "999999999999999999"),
+        canonicalEvent(snapshotPayload, eventId: "9999999999999999999"),
+        canonicalEvent(snapshotPayload, eventId: "-3"),
+        canonicalEvent(snapshotPayload, eventId: "01"),
+        canonicalEvent(snapshotPayload, eventId: "1.0"),
+        canonicalEvent(snapshotPayload, eventId: "1e2"),
+        canonicalEvent(snapshotPayload, eventId: "\"7\""),
+        canonicalEvent(snapshotPayload, eventId: "null"),
+        canonicalEvent(snapshotPayload, target: "7"),
+        canonicalEvent(snapshotPayload, target: #""esc\"aped""#),
+        canonicalEvent(snapshotPayload, timestamp: "null"),
+        canonicalEvent(snapshotPayload, timestamp: #""t\u0031""#),
+        canonicalEvent(snapshotPayload, timestamp: #""été""#),
+        canonicalEvent(snapshotPayload, type: "chat:timeline\\u002dupdated"),
+        canonicalEvent(#"{"jobId":"j","sessionId":"s","status":"queued"}"#, type: "job:created"),
+        canonicalEvent(#"{"job_id":"j"}"#, type: "job:created"),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"event","x_y":1}"#),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"event","extra":1}"#),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"event"} "#),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"event"}}"#),
+        canonicalEvent(snapshotPayload).replacing(#""type":"event"}"#, with: #""type":"eventx"}"#),
+        canonicalEvent("[1]"),
+        canonicalEvent("null"),
+        canonicalEvent(String(repeating: "{\"a\":", count: 600) + "1" + String(repeating: "}", count: 600)),
+        canonicalEvent(String(repeating: "{\"a\":", count: 509) + "1" + String(repeating: "}", count: 509)),
+        canonicalEvent(String(repeating: "{\"a\":", count: 510) + "1" + String(repeating: "}", count: 510)),
+        canonicalEvent(String(repeating: "{\"a\":", count: 511) + "1" + String(repeating: "}", count: 511)),
+        String(canonicalEvent(snapshotPayload).dropLast(3)),
+    ]
+
+    @Test func theListCoversTheGeneralPayloads() {
+        #expect(Self.frames.count > 40)
+    }
+
+    @Test(arguments: frames)
+    func agreesWithTheFullAndTheDeferringPaths(_ text: String) {
+        let direct = inbound(text)
+        #expect(direct == reference(text))
+        // The leading space moves error offsets by one, so only results are compared with the deferring parse.
+        let deferring = inbound(" " + text)
+        if case .success = direct { #expect(direct == deferring) }
+        if case .success(.event(let a)) = direct, case .success(.event(let b)) = deferring {
+            #expect(a.rawPayload?.bytes == b.rawPayload?.bytes)
+            #expect(a.rawPayload?.members()?.map(\.key) == b.rawPayload?.members()?.map(\.key))
+            #expect(a.rawPayload?.members()?.map(\.built) == b.rawPayload?.members()?.map(\.built))
+        }
+    }
+
+    @Test func aCanonicalSnapshotKeepsItsPayloadRaw() throws {
+        guard case .event(let e) = try RelayMessage(decodingInbound: canonicalEvent(snapshotPayload, target: #""desk""#)) else {
+            Issue.record("not an event")
+            return
+        }
+        #expect(e.rawPayload?.bytes == Array(snapshotPayload.utf8))
+        #expect(e.eventId == 12 && e.eventType == "chat:timeline-updated" && e.sourceDeviceId == "9a7e2c1d")
+        #expect(e.targetDeviceId == "desk" && e.timestamp == "2026-01-15T12:00:04.104Z")
+    }
+}
+
+/// `TimelineUpdated(raw:)` gives what `TimelineUpdated(json:)` gives on the same bytes: fields, blocks and errors.
+@Suite struct TimelineUpdatedRawTests {
+    static let payloads: [String] = [
+        snapshotPayload,
+        #"{"blocks":[],"revision":3,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"revision":3,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":null,"revision":3,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":"x","revision":3,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3.0,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3.5,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":"3","runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":null,"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"runId":"r","sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3,"runId":null,"sessionId":"s","threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3,"runId":"r","sessionId":{"a":1},"threadId":"t"}"#,
+        #"{"blocks":[1],"revision":3,"runId":"r","sessionId":"s","threadId":7}"#,
+        #"{"blocks":[1],"revision":3,"runId":"r","sessionId":"s"}"#,
+        #"{"sessionId":"a","sessionId":"b","runId":"r","threadId":"t","revision":1,"blocks":{}}"#,
+        #"{"sessionId":"a","sessionId":1,"runId":"r","threadId":"t","revision":1,"blocks":{}}"#,
+        #"{"sessionId":1,"sessionId":"b","runId":"r","threadId":"t","revision":1,"blocks":[1],"blocks":[2]}"#,
+        #"{"sessionId":"s\u0031","runId":"r","threadId":"t","revision":-9223372036854775808,"blocks":[{"k":[true]}]}"#,
+        #"{"sessionId":"s","runId":"r","threadId":"t","revision":1e2,"blocks":[]}"#,
+        "[1,2]",
+        "{}",
+    ]
+
+    @Test(arguments: payloads)
+    func rawAgreesWithJSON(_ text: String) throws {
+        let raw = try RawJSON(validating: Array(text.utf8))
+        let viaRaw = Result { () throws(MessageDecodeError) -> TimelineUpdated in try TimelineUpdated(raw: raw, path: "$.p") }
+        let viaJSON = Result { () throws(MessageDecodeError) -> TimelineUpdated in
+            try TimelineUpdated(json: raw.value, path: "$.p")
+        }
+        #expect(viaRaw == viaJSON)
+        if case .success(let a) = viaRaw, case .success(let b) = viaJSON {
+            #expect(a.key == b.key && a.revision == b.revision && a.blocks == b.blocks)
+        }
+    }
+}
+
+/// An rpc.response in the relay's canonical result shape (the one read directly).
+private func canonicalResponse(id: String = #""14452A08-5697-4892-A7A3-66C27B1C2E64""#, isFinal: String = "true",
+                               result: String = #"{"sessions":[{"id":"s-1","name":"Fix tests"}]}"#,
+                               traceparent: String = #""00-7336239ae2487ab222a7fd6f1223c124-c08c66e5daabcdb0-01""#) -> String {
+    #"{"payload":{"id":\#(id),"isFinal":\#(isFinal),"result":\#(result),"traceparent":\#(traceparent)},"type":"rpc.response"}"#
+}
+
+/// rpc.response frames in the relay's canonical shape are read directly; results and errors equal the full path.
+@Suite struct CanonicalRpcResponseDecodingTests {
+    static let frames: [String] = [
+        canonicalResponse(),
+        canonicalResponse(isFinal: "false"),
+        canonicalResponse(isFinal: "null"),
+        canonicalResponse(isFinal: "1"),
+        canonicalResponse(isFinal: "truex"),
+        canonicalResponse(result: "null"),
+        canonicalResponse(result: "7"),
+        canonicalResponse(result: #""text""#),
+        canonicalResponse(result: "[]"),
+        canonicalResponse(result: #"{"a":{"b":[1,2.5,"é",true,null]},"payload":{"payload":{"x":1}}}"#),
+        canonicalResponse(result: #"{"file_path":"x"}"#),
+        canonicalResponse(result: #"{"a":[{"b_c":1}]}"#),
+        canonicalResponse(result: #"{"a":[1,]}"#),
+        canonicalResponse(result: #"{"a":1,"a":2}"#),
+        canonicalResponse(result: String(repeating: "[", count: 509) + String(repeating: "]", count: 509)),
+        canonicalResponse(result: String(repeating: "[", count: 510) + String(repeating: "]", count: 510)),
+        canonicalResponse(result: String(repeating: "[", count: 511) + String(repeating: "]", count: 511)),
+        canonicalResponse(id: #""1""#),
+        canonicalResponse(id: #""es\"c""#),
+        canonicalResponse(id: "7"),
+        canonicalResponse(id: "null"),
+        canonicalResponse(traceparent: #""not-a-traceparent""#),
+        canonicalResponse(traceparent: "null"),
+        canonicalResponse(traceparent: #""00-7336239ae2487ab222a7fd6f1223c124-c08c66e5daabcdb0-0\u0031""#),
+        canonicalResponse().replacing(#""type":"rpc.response"}"#, with: #""type":"rpc.response"} "#),
+        canonicalResponse().replacing(#""type":"rpc.response"}"#, with: #""type":"rpc.response","x":1}"#),
+        canonicalResponse().replacing(#""type":"rpc.response"}"#, with: #""type":"rpc.responses"}"#),
+        canonicalResponse().replacing(#""isFinal""#, with: #""error":{"code":1,"message":"m"},"isFinal""#),
+        String(canonicalResponse().dropLast(2)),
+    ]
+
+    @Test(arguments: frames)
+    func agreesWithTheFullPath(_ text: String) {
+        #expect(inbound(text) == reference(text))
+    }
+
+    @Test func theCanonicalShapeDecodesItsFields() throws {
+        guard case .rpcResponse(let r) = try RelayMessage(decodingInbound: canonicalResponse(isFinal: "false")) else {
+            Issue.record("not an rpc.response")
+            return
+        }
+        #expect(r.id == "14452A08-5697-4892-A7A3-66C27B1C2E64" && r.isFinal == false && r.error == nil)
+        #expect(r.result == ["sessions": [["id": "s-1", "name": "Fix tests"]]])
+        #expect(r.traceparent?.header == "00-7336239ae2487ab222a7fd6f1223c124-c08c66e5daabcdb0-01")
+    }
+}

@@ -91,6 +91,55 @@ private func legacyProjection(_ m: RelayMessage) -> RelayMessage {
         }
     }
 
+    /// An rpc.request's text (written directly when `params` has no `_` key) is the general route's canonical
+    /// JSON in both forms, for every combination of optionals, odd strings and nested params; a `params` with a
+    /// `_` key is still rejected with the general route's violation.
+    @Test func rpcRequestTextIsTheGeneralEncoding() throws {
+        let tp = try TraceParent(parsing: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        let paramsCases: [JSONValue] = [
+            .null, .object([:]), .object(["sessionId": .string("s-1"), "limit": .int(5)]), .array([.int(1), .string("x")]),
+            .object(["nested": .object(["deep": .array([.object(["k": .double(1.5)]), .bool(true), .null])]), "é": .string("🚀")]),
+            .string("scalar params"), .int(-3),
+        ]
+        for id in ["1", "14452A08-5697-4892-A7A3-66C27B1C2E64", "with \"quote\" \\ and\n\u{01}"] {
+            for method in ["session.list", "odd\tmethod"] {
+                for params in paramsCases {
+                    for key in [nil, "idem-1", "k\"ey"] as [String?] {
+                        for traceparent in [nil, tp] as [TraceParent?] {
+                            let message = RelayMessage.rpcRequest(RpcRequest(id: id, method: method, params: params,
+                                                                             idempotencyKey: key, traceparent: traceparent))
+                            for form in [ProtocolForm.v1_6, .legacy] {
+                                #expect(try message.encodedText(form: form) == (try message.encoded(form: form)).jsonText)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let snake = RelayMessage.rpcRequest(RpcRequest(id: "1", method: "m", params: .object(["ok": .object(["bad_key": .int(1)])])))
+        #expect(throws: CamelCaseViolation.self) { try snake.encodedText() }
+        var direct: CamelCaseViolation?
+        var general: CamelCaseViolation?
+        do { _ = try snake.encodedText() } catch { direct = error }
+        do { _ = try snake.encoded() } catch { general = error }
+        #expect(direct != nil && direct == general)
+    }
+
+    /// The exact pong bytes take a shortcut in inbound decoding; it and every other spelling decode as the
+    /// general route does.
+    @Test(arguments: [#"{"type":"pong"}"#, #"{ "type":"pong"}"#, #"{"type":"pong","x":1}"#, #"{"type":"pong"} "#,
+                      #"{"type":"pong"}}"#, #"{"type":"pong","a_b":1}"#, #"{"type":"ping"}"#])
+    func pongShortcutMatchesTheGeneralRoute(text: String) throws {
+        let inbound = Result { () throws(InboundFrameError) -> RelayMessage in try RelayMessage(decodingInbound: text) }
+        let general = Result { () throws(InboundFrameError) -> RelayMessage in
+            let (json, underscore): (JSONValue, Bool)
+            do throws(JSONParseError) { (json, underscore) = try JSONValue.parsingNotingUnderscoreKeys(text) } catch { throw .syntax(error) }
+            if underscore { do throws(CamelCaseViolation) { try CamelCaseGuard.check(json) } catch { throw .snakeCase(error) } }
+            do throws(MessageDecodeError) { return try RelayMessage(decoding: json) } catch { throw .message(error) }
+        }
+        #expect(inbound == general)
+    }
+
     @Test func everyKnownTypeIsCovered() {
         let names = Set(everyMessage.map(\.typeName))
         #expect(names.isSuperset(of: ["register", "heartbeat", "ping", "pong", "rpc.request", "rpc.response", "event",

@@ -24,6 +24,26 @@ import Testing
         #expect(Redactor(policy: .hashed, key: Array(repeating: 2, count: 32)).placeholder(for: "secret") != p)
     }
 
+    /// Remembered placeholders are the computed ones: a redactor that has seen a secret (itself or through a
+    /// copy) answers what a fresh redactor with the same key computes, past the memo's capacity too, and a
+    /// redactor with another key is not answered from the first one's memo.
+    @Test func memoisedPlaceholdersEqualComputedOnes() {
+        let key: [UInt8] = Array(repeating: 7, count: 32)
+        let used = Redactor(policy: .hashed, key: key)
+        let copy = used
+        let secrets = (0..<1100).map { "secret-\($0)" } + [jwt, resumeToken, ""]
+        let first = secrets.map { used.placeholder(for: $0) }
+        for (n, secret) in secrets.enumerated() {
+            let fresh = Redactor(policy: .hashed, key: key).placeholder(for: secret)
+            #expect(first[n] == fresh)
+            #expect(used.placeholder(for: secret) == fresh && copy.placeholder(for: secret) == fresh)
+        }
+        #expect(Set(first).count == secrets.count)
+        #expect(Redactor(policy: .hashed, key: Array(repeating: 8, count: 32)).placeholder(for: jwt) != used.placeholder(for: jwt))
+        #expect(used == Redactor(policy: .hashed, key: key) && used.hashValue == Redactor(policy: .hashed, key: key).hashValue)
+        #expect(used != Redactor(policy: .raw, key: key))
+    }
+
     /// Redacting a redacted payload gives the same bytes, for every kind the replayer compares (it matches
     /// a replayed action whose raw bytes equal the recorded, already redacted, ones without redacting it).
     @Test(arguments: [RecordKind.action, .transportOpen, .frameText, .transportClosed, .marker])
