@@ -471,12 +471,42 @@ struct JSONByteParser {
         }
     }
 
+    /// Moves `index` past the plain string bytes ahead, eight at a time: stops at (or, near the end of the
+    /// input, before) the first byte that needs a look of its own: a quote, a backslash, a control byte, a
+    /// non-ASCII byte, or, for a key, `_`. The byte-by-byte loops after it make every decision, so this only
+    /// skips bytes they would pass over unchanged. (In the bit tests a borrow can only mark bytes above a
+    /// byte that is itself marked, so the lowest marked byte is exact.)
+    @inline(__always)
+    private mutating func skipPlainStringBytes(isKey: Bool) {
+        guard let base = bytes.baseAddress else { return }
+        let raw = UnsafeRawPointer(base)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let underscore: UInt64 = isKey ? 0x5F5F_5F5F_5F5F_5F5F : 0x2222_2222_2222_2222
+        while end - index >= 8 {
+            let v = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            let q = v ^ 0x2222_2222_2222_2222
+            let s = v ^ 0x5C5C_5C5C_5C5C_5C5C
+            let u = v ^ underscore
+            var marked = ((q &- ones) & ~q) | ((s &- ones) & ~s) | ((u &- ones) & ~u)
+            marked |= (v &- 0x2020_2020_2020_2020) & ~v
+            marked = (marked | v) & highs
+            if marked != 0 {
+                index += marked.trailingZeroBitCount >> 3
+                return
+            }
+            index += 8
+        }
+    }
+
     /// `parseString` without building the string (an escaped string takes the building slow path).
     private mutating func skipString(isKey: Bool) throws(JSONParseError) {
         let open = index
         index += 1
         let contentStart = index
         while index < end {
+            skipPlainStringBytes(isKey: isKey)
+            guard index < end else { break }
             let b = bytes[index]
             if b == ASCII.quote {
                 index += 1
@@ -568,6 +598,8 @@ struct JSONByteParser {
         index += 1
         let contentStart = index
         while index < end {
+            skipPlainStringBytes(isKey: isKey)
+            guard index < end else { break }
             let b = bytes[index]
             if b == ASCII.quote {
                 let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[contentStart..<index]), as: UTF8.self)

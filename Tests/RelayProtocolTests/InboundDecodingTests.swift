@@ -283,3 +283,65 @@ private func canonicalResponse(id: String = #""14452A08-5697-4892-A7A3-66C27B1C2
         #expect(r.traceparent?.header == "00-7336239ae2487ab222a7fd6f1223c124-c08c66e5daabcdb0-01")
     }
 }
+
+/// Strings are scanned eight bytes at a time up to the first byte that needs a look of its own; a byte of
+/// each such kind at every offset of a word (in keys and values, in the built envelope and deep in the
+/// skipped snapshot payload, and cut off at every length) gives the same results and errors as the full path.
+@Suite struct WordAtATimeStringTests {
+    static let specials = ["\\\"", "\\\\", "\\u005f", "\\n", "_", "é", "😀", "\u{01}", "\u{1F}", " ", "~", "\u{7F}"]
+
+    static var frames: [String] {
+        var out: [String] = []
+        for special in specials {
+            for offset in 0...17 {
+                let text = String(repeating: "a", count: offset) + special + String(repeating: "b", count: 19 - offset)
+                let key = String(repeating: "k", count: offset) + special + "K"
+                for payload in [
+                    #"{"sessionId":"s","runId":"r","threadId":"t","revision":1,"blocks":[{"text":"\#(text)"}]}"#,
+                    #"{"sessionId":"s","runId":"r","threadId":"t","revision":1,"blocks":[{"\#(key)":1}]}"#,
+                    #"{"sessionId":"\#(text)","runId":"r","threadId":"t","revision":1,"blocks":[]}"#,
+                    #"{"\#(key)":"s","runId":"r","threadId":"t","revision":1,"blocks":[]}"#,
+                ] {
+                    out.append(canonicalEventForStrings(payload))
+                    out.append(event(payload))
+                }
+            }
+        }
+        let whole = canonicalEventForStrings(#"{"sessionId":"s","runId":"r","threadId":"t","revision":1,"blocks":[{"text":"abcdefghijklmnopqrstuvwxyz"}]}"#)
+        for cut in stride(from: whole.utf8.count - 60, to: whole.utf8.count, by: 1) {
+            out.append(String(decoding: Array(whole.utf8.prefix(cut)), as: UTF8.self))
+        }
+        return out
+    }
+
+    @Test func theListIsLarge() {
+        #expect(Self.frames.count > 900)
+    }
+
+    @Test func everyFrameAgreesWithTheFullPath() {
+        for text in Self.frames {
+            #expect(inbound(text) == reference(text), "\(text)")
+        }
+    }
+
+    @Test func plainStringsParseToTheirText() throws {
+        for special in ["_", "é", "😀", " ", "~", "\u{7F}"] {
+            for offset in 0...17 {
+                let text = String(repeating: "a", count: offset) + special + String(repeating: "b", count: 19 - offset)
+                #expect(try JSONValue(parsing: #"{"\#(text)":"\#(text)"}"#) == .object([text: .string(text)]))
+            }
+        }
+    }
+
+    @Test func aControlByteIsReportedWhereItIs() {
+        for offset in 0...17 {
+            let text = "[\"" + String(repeating: "a", count: offset) + "\u{01}" + String(repeating: "b", count: 19 - offset) + "\"]"
+            #expect(throws: JSONParseError.self) { try JSONValue(parsing: text) }
+            do { _ = try JSONValue(parsing: text) } catch { #expect(error.offset == 2 + offset) }
+        }
+    }
+}
+
+private func canonicalEventForStrings(_ payload: String) -> String {
+    #"{"eventId":12,"payload":{"eventType":"chat:timeline-updated","payload":\#(payload)},"sourceDeviceId":"9a7e2c1d","targetDeviceId":null,"timestamp":"2026-01-15T12:00:04.104Z","type":"event"}"#
+}
