@@ -104,6 +104,12 @@ public final class Replayer {
     private var lastInputRecord: Int?
     private var checkpoints: [Checkpoint] = []
     private var actionBuffer: [ClientAction] = []
+    /// The last few payloads redacted, with their results: redaction is a pure function of the redactor
+    /// (fixed for the replay), the kind and the bytes, and the same secret-bearing record (the
+    /// `transportOpen` with the JWT and token binding) comes back with every generation.
+    private var redactionMemo: [(kind: RecordKind, payload: [UInt8], redacted: [UInt8])] = []
+    private var redactionMemoNext = 0
+    private static let redactionMemoCapacity = 8
     /// The record a `run` last paused before, and the conditions that held there: running again from that
     /// pause passes those conditions (but stops for any other condition that holds there).
     private var pausedAt: Int?
@@ -335,7 +341,19 @@ public final class Replayer {
     /// A replayed action record as the capture layer writes it: redacted with the trace's key.
     private func redacted(_ r: TraceRecord) -> TraceRecord {
         var r = r
-        r.payload = redactor.redact(payload: r.payload, kind: r.kind)
+        for m in redactionMemo where m.kind == r.kind && m.payload == r.payload {
+            r.payload = m.redacted
+            return r
+        }
+        let redacted = redactor.redact(payload: r.payload, kind: r.kind)
+        let entry = (kind: r.kind, payload: r.payload, redacted: redacted)
+        if redactionMemo.count < Self.redactionMemoCapacity {
+            redactionMemo.append(entry)
+        } else {
+            redactionMemo[redactionMemoNext] = entry
+            redactionMemoNext = (redactionMemoNext + 1) % Self.redactionMemoCapacity
+        }
+        r.payload = redacted
         return r
     }
 

@@ -58,6 +58,33 @@ func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil)
         #expect(report.contains("SPEC A11"))
     }
 
+    @Test func aSecretBearingRecordRedactedAgainIsStillComparedWithItsOwnRecording() throws {
+        // Every generation opens the transport with the same JWT, so its redaction is remembered after the first;
+        // a later recording that differs must still diverge there, and the unchanged ones still match.
+        let path = try simulatedTrace("tour", duration: .seconds(300))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try TraceReader(path: path)
+        var records = reader.readAll().entries.map(\.record)
+        let opens = records.indices.filter { records[$0].kind == .transportOpen }
+        try #require(opens.count >= 3)
+        #expect(Set(opens.map { records[$0].payload }).count == 1)
+        #expect(try Replayer(header: reader.header, records: records).run() == .finished)
+        let tampered = opens[2]
+        let text = records[tampered].payloadText
+        let placeholder = try #require(text.range(of: "Bearer rt:redacted:"))
+        var changed = text
+        changed.replaceSubrange(placeholder.upperBound..<text.index(placeholder.upperBound, offsetBy: 1),
+                                with: text[placeholder.upperBound] == "0" ? "1" : "0")
+        records[tampered].payload = Array(changed.utf8)
+        let replayer = try Replayer(header: reader.header, records: records)
+        guard case .diverged(let divergence) = replayer.run() else {
+            Issue.record("a changed transportOpen must diverge")
+            return
+        }
+        #expect(divergence.record == tampered)
+        #expect(divergence.kind == .different)
+    }
+
     @Test func aMissingActionAndAnExtraActionAreBothReported() throws {
         let path = try simulatedTrace("background")
         defer { try? FileManager.default.removeItem(atPath: path) }
