@@ -92,7 +92,12 @@ public final class Replayer {
     /// How many records a divergence report shows before the divergent one.
     public var contextRecords = 8
     /// The divergence that stopped the replay, if any.
-    public private(set) var divergence: Divergence?
+    public private(set) var divergence: Divergence? {
+        didSet { hasDiverged = divergence != nil }
+    }
+    /// `divergence != nil`, kept as a flag: the loops test it once per record, and reading the optional
+    /// struct out of the class copies (and then releases) every field it has.
+    private var hasDiverged = false
 
     private let redactor: Redactor
     private let initialMachine: RelayClientMachine
@@ -160,7 +165,7 @@ public final class Replayer {
     /// Replays the next record. Returns nil at the end, or once the replay has diverged.
     @discardableResult
     public func step() -> ReplayEvent? {
-        guard divergence == nil else { return nil }
+        guard !hasDiverged else { return nil }
         guard position < records.count else {
             if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: records.count) }
             return nil
@@ -231,8 +236,8 @@ public final class Replayer {
     @discardableResult
     public func run(until conditions: [ReplayCondition] = []) -> ReplayStop {
         let all = conditions + breakpoints
-        while divergence == nil {
-            if position < records.count {
+        while !hasDiverged {
+            if !all.isEmpty, position < records.count {
                 let passed = position == pausedAt ? pausedHits : []
                 let hits = all.filter { !passed.contains($0.description) && holds($0, before: position) }
                 if let hit = hits.first {
