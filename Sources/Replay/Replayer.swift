@@ -150,11 +150,18 @@ public final class Replayer {
         do { reader = try TraceReader(path: path) } catch {
             throw ReplayError(message: "\(path): \(error.description)", traceError: error)
         }
-        let (entries, error) = reader.readAll()
-        if let error, !allowDamaged {
+        // As `readAll()`, keeping only the records (no second array of 180k entries to copy and free).
+        var records: [TraceRecord] = []
+        var readError: TraceError?
+        do {
+            while let e = try reader.next() { records.append(e.record) }
+        } catch {
+            readError = error
+        }
+        if let error = readError, !allowDamaged {
             throw ReplayError(message: "\(path): \(error.description)", traceError: error)
         }
-        try self.init(header: reader.header, records: entries.map(\.record), checkpointInterval: checkpointInterval, tuning: tuning)
+        try self.init(header: reader.header, records: records, checkpointInterval: checkpointInterval, tuning: tuning)
     }
 
     /// Whether every record has been replayed.

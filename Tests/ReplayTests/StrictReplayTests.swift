@@ -85,6 +85,23 @@ func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil)
         #expect(divergence.kind == .different)
     }
 
+    @Test func aDamagedTraceReplaysUpToTheDamageOnlyWhenAllowed() throws {
+        let path = try simulatedTrace("tour", duration: .seconds(300))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let bytes = try #require(FileManager.default.contents(atPath: path))
+        let cut = path + ".cut"
+        defer { try? FileManager.default.removeItem(atPath: cut) }
+        try #require(FileManager.default.createFile(atPath: cut, contents: bytes.prefix(bytes.count * 2 / 3)))
+        let (entries, error) = try TraceReader(path: cut).readAll()
+        #expect(error != nil)
+        #expect(entries.count > 0)
+        #expect(throws: ReplayError.self) { try Replayer(path: cut) }
+        let replayer = try Replayer(path: cut, allowDamaged: true)
+        #expect(replayer.records == entries.map(\.record))
+        let whole = try Replayer(path: path)
+        #expect(Array(whole.records.prefix(entries.count)) == replayer.records)
+    }
+
     @Test func aMissingActionAndAnExtraActionAreBothReported() throws {
         let path = try simulatedTrace("background")
         defer { try? FileManager.default.removeItem(atPath: path) }
