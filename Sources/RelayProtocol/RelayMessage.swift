@@ -281,6 +281,11 @@ public enum RelayMessage: Sendable, Hashable {
             // have no `_`; `params`, the only free-form part, was just checked, so the guard has nothing to
             // reject; a `params` with a `_` key takes the general route, which throws the same error).
             return RelayMessage.rpcRequestText(r, form: form)
+        case .event(let e) where !e.isRelayForm && !CamelCaseGuard.containsViolation(e.payload):
+            // A client -> relay event (`chat:timeline-interest` leases), written directly: the same canonical
+            // text as the general route (fixed keys sorted, none with `_`; the payload was just checked; the
+            // form does not apply). The relay form and a payload with a `_` key take the general route.
+            return RelayMessage.clientEventText(e)
         default:
             return try encoded(form: form).jsonText
         }
@@ -308,6 +313,21 @@ public enum RelayMessage: Sendable, Hashable {
             w.write(.string(tp.header))
         }
         w.out.append(contentsOf: #"},"type":"rpc.request"}"#.utf8)
+        return String(decoding: w.out, as: UTF8.self)
+    }
+
+    /// `{"payload":{"eventType":..,"payload":..},"type":"event"}` with a `null` payload omitted: byte for byte
+    /// what `encoded(form:).jsonText` writes for an event without relay-assigned fields.
+    private static func clientEventText(_ e: EventMessage) -> String {
+        var w = JSONWriter()
+        w.out.append(contentsOf: #"{"payload":{"eventType":"#.utf8)
+        w.write(.string(e.eventType))
+        let payload = e.payload
+        if !payload.isNull {
+            w.out.append(contentsOf: #","payload":"#.utf8)
+            w.write(payload)
+        }
+        w.out.append(contentsOf: #"},"type":"event"}"#.utf8)
         return String(decoding: w.out, as: UTF8.self)
     }
 

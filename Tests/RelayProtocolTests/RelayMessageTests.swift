@@ -125,6 +125,41 @@ private func legacyProjection(_ m: RelayMessage) -> RelayMessage {
         #expect(direct != nil && direct == general)
     }
 
+    /// Client -> relay events are written directly; the text equals the general route's in both forms for
+    /// every kind of payload and odd event names, relay-form events still take the general route, and a
+    /// payload with a `_` key is still rejected with the general route's violation.
+    @Test func clientEventTextIsTheGeneralEncoding() throws {
+        let payloads: [JSONValue] = [
+            .null, .object([:]), .object(["sessionId": .string("s-1"), "active": .bool(true), "ttlMs": .int(60_000)]),
+            .array([.int(1), .string("x")]), .string("scalar"), .int(-3), .double(2.5), .bool(false),
+            .object(["nested": .object(["deep": .array([.object(["k": .double(1.5)]), .bool(true), .null])]), "é": .string("🚀"),
+                     "zz": .string("with \"quote\" \\ and\n\u{01}"), "aa": .null]),
+        ]
+        for eventType in [EventNames.chatTimelineInterest, "device-status", "odd \"name\"\t"] {
+            for payload in payloads {
+                let events = [
+                    EventMessage(eventType: eventType, payload: payload),
+                    EventMessage(eventType: eventType, payload: payload, eventId: 7),
+                    EventMessage(eventType: eventType, payload: payload, sourceDeviceId: "d", timestamp: "t"),
+                    EventMessage(eventType: eventType, payload: payload, targetDeviceId: "x"),
+                ]
+                for event in events {
+                    let message = RelayMessage.event(event)
+                    for form in [ProtocolForm.v1_6, .legacy] {
+                        #expect(try message.encodedText(form: form) == (try message.encoded(form: form)).jsonText)
+                    }
+                }
+            }
+        }
+        #expect(try RelayMessage.event(EventMessage(eventType: "e", payload: .null)).encodedText() == #"{"payload":{"eventType":"e"},"type":"event"}"#)
+        let snake = RelayMessage.event(EventMessage(eventType: "e", payload: .object(["ok": .array([.object(["bad_key": .int(1)])])])))
+        var direct: CamelCaseViolation?
+        var general: CamelCaseViolation?
+        do { _ = try snake.encodedText() } catch { direct = error }
+        do { _ = try snake.encoded() } catch { general = error }
+        #expect(direct != nil && direct == general)
+    }
+
     /// The exact pong bytes take a shortcut in inbound decoding; it and every other spelling decode as the
     /// general route does.
     @Test(arguments: [#"{"type":"pong"}"#, #"{ "type":"pong"}"#, #"{"type":"pong","x":1}"#, #"{"type":"pong"} "#,
