@@ -464,10 +464,14 @@ public struct RelayClientMachine: Sendable {
         if pendingCalls[requestId] != nil { return .duplicateRequestId(requestId) }
         let rpc = RpcRequest(id: requestId, method: method.name, params: params,
                              idempotencyKey: idempotencyKey, traceparent: TraceParent.random(using: &rng))
-        do {
-            _ = try RelayMessage.rpcRequest(rpc).encoded()
-        } catch {
-            return .snakeCaseKey(path: error.path)
+        // Only `params` can hold a key with `_` (the request's other keys are fixed), so the whole message is
+        // built and guarded only when it does, for the violation's path in the message.
+        if (try? CamelCaseGuard.check(params)) == nil {
+            do {
+                _ = try RelayMessage.rpcRequest(rpc).encoded()
+            } catch {
+                return .snakeCaseKey(path: error.path)
+            }
         }
         let call = PendingCall(callId: callId, requestId: requestId, ownership: pendingCalls.nextOwnership(),
                                method: method.name, request: rpc, sentOn: nil, startedAt: now,

@@ -57,6 +57,12 @@ import Testing
         }
         #expect(path.contains("file_path"))
         #expect(path.contains("updateData"))
+        var general: CamelCaseViolation?
+        do { _ = try RelayMessage.rpcRequest(RpcRequest(id: "r", method: "session.update", params: params)).encoded() } catch {
+            general = error
+        }
+        #expect(path == general?.path)
+        #expect(path == "$.payload.params.updateData.files[1].file_path")
         #expect(h.machine.pendingCalls.isEmpty)
         try stopAndFinish(&h)
     }
