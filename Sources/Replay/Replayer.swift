@@ -172,10 +172,33 @@ public final class Replayer {
     /// Replays the next record. Returns nil at the end, or once the replay has diverged.
     @discardableResult
     public func step() -> ReplayEvent? {
-        guard !hasDiverged else { return nil }
+        switch advance() {
+        case .end: return nil
+        case .fed(let record, let actions):
+            guard let input = lastFedInput else { return nil }
+            return .fed(record: record, input: input, actions: actions)
+        case .matched(let record): return .matched(record: record)
+        case .skipped(let record): return .skipped(record: record)
+        case .diverged: return divergence.map { .diverged($0) }
+        }
+    }
+
+    /// What `advance()` did: `step()`'s event without its payloads (the fed input is in `lastFedInput`, the
+    /// divergence in `divergence`), so the loops of `run` and `seek`, which drop it at once, have no
+    /// `ReplayEvent` to destroy per record.
+    private enum Outcome {
+        case end, fed(record: Int, actions: Int), matched(Int), skipped(Int), diverged
+    }
+
+    /// The input of the last `.fed` outcome.
+    private var lastFedInput: ClientInput?
+
+    /// Replays the next record (see `step()`).
+    private func advance() -> Outcome {
+        guard !hasDiverged else { return .end }
         guard position < records.count else {
             if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: records.count) }
-            return nil
+            return .end
         }
         if position % checkpointInterval == 0, checkpoints.last.map({ $0.position < position }) ?? true {
             checkpoints.append(Checkpoint(position: position, machine: machine, pending: Array(pending[pendingHead...]),
@@ -192,11 +215,11 @@ public final class Replayer {
             pending.removeAll()
             pendingHead = 0
             position += 1
-            return .skipped(record: index)
+            return .skipped(index)
         }
         if record.channel != .relay || !isClientRecord(record) {
             position += 1
-            return .skipped(record: index)
+            return .skipped(index)
         }
         if ClientRecordCodec.isAction(record) {
             guard pendingHead < pending.count else {
@@ -211,7 +234,7 @@ public final class Replayer {
             }
             pendingHead += 1
             position += 1
-            return .matched(record: index)
+            return .matched(index)
         }
         // An input: everything the previous input produced must have been recorded by now.
         if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: index) }
@@ -223,7 +246,7 @@ public final class Replayer {
         }
         guard let input else {
             position += 1
-            return .skipped(record: index)
+            return .skipped(index)
         }
         actionBuffer.removeAll(keepingCapacity: true)
         machine.handle(input, at: record.time, into: &actionBuffer)
@@ -234,7 +257,8 @@ public final class Replayer {
         }
         lastInputRecord = index
         position += 1
-        return .fed(record: index, input: input, actions: actionBuffer.count)
+        lastFedInput = input
+        return .fed(record: index, actions: actionBuffer.count)
     }
 
     /// Replays until the end, a divergence, or (before a record) one of `conditions` or a breakpoint.
@@ -254,7 +278,7 @@ public final class Replayer {
                     return .paused(at: position, reason: hit.description)
                 }
             }
-            guard step() != nil else { break }
+            if case .end = advance() { break }
         }
         if let divergence { return .diverged(divergence) }
         return .finished
@@ -282,7 +306,9 @@ public final class Replayer {
         lastInputRecord = cp.lastInputRecord
         divergence = nil
         checkpoints.removeAll { $0.position > cp.position }
-        while position < target, step() != nil {}
+        while position < target {
+            if case .end = advance() { break }
+        }
     }
 
     /// Starts again from the first record.
@@ -404,28 +430,28 @@ public final class Replayer {
 
     // MARK: Divergence
 
-    private func diverge(expected: TraceRecord, actual: TraceRecord, at index: Int) -> ReplayEvent {
+    private func diverge(expected: TraceRecord, actual: TraceRecord, at index: Int) -> Outcome {
         setDivergence(Divergence(record: index, time: expected.time, generation: expected.generation ?? actual.generation,
                                  kind: .different, expected: describe(expected), actual: describe(actual),
                                  context: context(before: index), rule: SpecRule.of(expected) ?? SpecRule.of(actual)))
     }
 
-    private func diverge(missing recorded: TraceRecord, at index: Int) -> ReplayEvent {
+    private func diverge(missing recorded: TraceRecord, at index: Int) -> Outcome {
         setDivergence(Divergence(record: index, time: recorded.time, generation: recorded.generation, kind: .missing,
                                  expected: describe(recorded), actual: "(nothing: the replayed client did not do this)",
                                  context: context(before: index), rule: SpecRule.of(recorded)))
     }
 
-    private func diverge(extra raw: TraceRecord, at index: Int) -> ReplayEvent {
+    private func diverge(extra raw: TraceRecord, at index: Int) -> Outcome {
         let actual = redacted(raw)
         return setDivergence(Divergence(record: index, time: actual.time, generation: actual.generation, kind: .extra,
                                  expected: "(nothing: the trace has no such action here)", actual: describe(actual),
                                  context: context(before: index), rule: SpecRule.of(actual)))
     }
 
-    private func setDivergence(_ d: Divergence) -> ReplayEvent {
+    private func setDivergence(_ d: Divergence) -> Outcome {
         divergence = d
-        return .diverged(d)
+        return .diverged
     }
 
     private func context(before index: Int) -> [String] {
