@@ -108,11 +108,14 @@ public struct SeededRandom: RandomNumberGenerator, Sendable, Hashable, Codable {
 
 /// Lower-case hexadecimal of `bytes`.
 public func hexString(_ bytes: some Sequence<UInt8>) -> String {
-    let digits = Array("0123456789abcdef".utf8)
+    let digits: StaticString = "0123456789abcdef"
     var out = [UInt8]()
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0x0F)])
+    out.reserveCapacity(2 * bytes.underestimatedCount)
+    digits.withUTF8Buffer { d in
+        for b in bytes {
+            out.append(d[Int(b >> 4)])
+            out.append(d[Int(b & 0x0F)])
+        }
     }
     return String(decoding: out, as: UTF8.self)
 }

@@ -94,7 +94,16 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
     public var isSampled: Bool { flags & 1 == 1 }
 
     /// The header value, `00-<trace>-<parent>-<flags as 2 hex>`.
-    public var header: String { "00-\(traceId)-\(parentId)-\(hexString([flags]))" }
+    public var header: String {
+        var s = "00-"
+        s.reserveCapacity(3 + traceId.utf8.count + 1 + parentId.utf8.count + 3)
+        s += traceId
+        s += "-"
+        s += parentId
+        s += "-"
+        s += hexString(CollectionOfOne(flags))
+        return s
+    }
 
     /// The header value.
     public var description: String { header }
