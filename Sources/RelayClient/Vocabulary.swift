@@ -75,6 +75,27 @@ public enum TimerID: Sendable, Hashable, CustomStringConvertible {
     /// A9: recovery after returning to the foreground starts when this fires (1.5 s after).
     case foregroundRecovery
 
+    /// Hashes the case and its distinguishing number in one combine where it can: the machine's timer table
+    /// hashes a `TimerID` on every arm, cancel and fire. Equal timers hash equally (`==` stays synthesised and
+    /// compares every payload; a payload left out of the hash, such as an rpc timeout's request ID, only
+    /// allows a collision, never a wrong answer).
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .handshake(let g): hasher.combine(g.rawValue &<< 4)
+        case .heartbeat(let g): hasher.combine(g.rawValue &<< 4 | 1)
+        case .watchdog(let g): hasher.combine(g.rawValue &<< 4 | 2)
+        case .reRegister(let g): hasher.combine(g.rawValue &<< 4 | 3)
+        case .sendRetry(_, let slot): hasher.combine(slot &<< 4 | 4)
+        case .rpcTimeout(_, let ownership): hasher.combine(ownership &<< 4 | 5)
+        case .reconnect(let attempt): hasher.combine(UInt64(truncatingIfNeeded: attempt) &<< 4 | 6)
+        case .epochDeadline(let e): hasher.combine(e &<< 4 | 7)
+        case .auth(let t): hasher.combine(UInt64(8)); hasher.combine(t)
+        case .interest(let t): hasher.combine(UInt64(9)); hasher.combine(t)
+        case .probe(let e): hasher.combine(e &<< 4 | 10)
+        case .foregroundRecovery: hasher.combine(UInt64(11))
+        }
+    }
+
     /// A stable, human-readable name, e.g. `heartbeat(g3)`.
     public var description: String {
         switch self {

@@ -35,3 +35,28 @@ import Testing
         #expect(run(seed: 42) != run(seed: 43))
     }
 }
+
+/// The timer table's hand-written `TimerID` hash: equal timers hash equally, and a table keyed by every
+/// kind of timer (including ones that differ only in a payload left out of the hash) keeps them apart.
+@Suite struct TimerIDHashTests {
+    private static let all: [TimerID] = [
+        .handshake(Generation(1)), .handshake(Generation(2)), .heartbeat(Generation(1)), .watchdog(Generation(1)),
+        .reRegister(Generation(1)), .sendRetry(Generation(1), slot: 1), .sendRetry(Generation(2), slot: 1),
+        .rpcTimeout(requestId: "a", ownership: 1), .rpcTimeout(requestId: "b", ownership: 1),
+        .rpcTimeout(requestId: "a", ownership: 2), .reconnect(attempt: 1), .reconnect(attempt: 2),
+        .epochDeadline(epoch: 1), .auth(.poll), .auth(.refresh), .interest(.renewal(desktopId: "d")),
+        .interest(.retry(desktopId: "d")), .interest(.renewal(desktopId: "e")), .probe(epoch: 1), .foregroundRecovery,
+    ]
+
+    @Test func equalTimersHashEquallyAndDistinctOnesStayApart() {
+        var table: [TimerID: Int] = [:]
+        for (i, id) in Self.all.enumerated() { table[id] = i }
+        #expect(table.count == Self.all.count)
+        for (i, id) in Self.all.enumerated() {
+            #expect(table[id] == i)
+            let copy = id
+            #expect(copy.hashValue == id.hashValue)
+        }
+        for (i, id) in Self.all.enumerated() { table[id] = nil; #expect(table.count == Self.all.count - i - 1) }
+    }
+}
