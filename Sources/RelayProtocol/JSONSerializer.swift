@@ -220,7 +220,14 @@ public struct CanonicalJSONWriter: Sendable {
     /// Appends ASCII text verbatim (punctuation, a known key, a literal).
     @inline(__always)
     public mutating func raw(_ text: StaticString) {
-        writer.out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        // One-byte punctuation (`{`, `}`, `,`) as a single append: the generic `append(contentsOf:)` costs
+        // more per call (count estimate, capacity reservation, leftover-iterator check) than such a byte.
+        let n = text.utf8CodeUnitCount
+        if n == 1 {
+            writer.out.append(text.utf8Start.pointee)
+        } else {
+            writer.out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: n))
+        }
     }
 
     /// Appends `,"name":` (or `"name":` when `first`); `name` must need no escaping.
