@@ -63,10 +63,7 @@ enum FramesCommand {
         do { f = try filter(args) } catch { return RelayTraceCommand.usageError(error, ctx) }
         let path = args.positionals["file"] ?? ""
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(path, ctx, salvage: args.flag("salvage")) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(path, ctx, salvage: args.flag("salvage")) } catch { return error }
         let format = args.value("format") ?? (Terminal.isTTY(1) ? "table" : "jsonl")
         let color = format == "table" && Terminal.useColor(args.value("color"))
         var correlator = RpcCorrelator()

@@ -49,10 +49,7 @@ enum InfoCommand {
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let path = args.positionals["file"] ?? ""
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(path, ctx) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(path, ctx) } catch { return error }
         let scan = TraceScan.scan(reader)
         let chunks = reader.statistics.chunksDecoded
         let h = reader.header

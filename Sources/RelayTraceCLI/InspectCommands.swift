@@ -53,10 +53,7 @@ enum ShowCommand {
             return RelayTraceCommand.usageError(UsageError(message: "'\(args.positionals["n"] ?? "")' is not a record number; write a number from 0, as 'relaytrace frames' shows it", commandPath: ["relaytrace", "show"]), ctx)
         }
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         let entry: TraceEntry?
         do {
             try reader.seek(toRecord: n)
@@ -126,10 +123,7 @@ enum StatsCommand {
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         var stats = TraceStats()
         let error = readAll(reader, label: "stats") { stats.add($0); return true }
         if args.value("format") == "json" { ctx.stdout.line(stats.json.prettyText()) } else { ctx.stdout.write(stats.text) }
@@ -157,10 +151,7 @@ enum TimelineCommand {
         }
         let path = args.positionals["file"] ?? ""
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(path, ctx) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(path, ctx) } catch { return error }
         var t = Timeline()
         let error = readAll(reader, label: "timeline") { t.add($0); return true }
         t.finish()
@@ -199,10 +190,7 @@ enum DiffCommand {
         for name in ["a", "b"] {
             let path = args.positionals[name] ?? ""
             let reader: TraceReader
-            switch RelayTraceCommand.openTrace(path, ctx) {
-            case .success(let r): reader = r
-            case .failure(let code): return code
-            }
+            do { reader = try RelayTraceCommand.openTrace(path, ctx) } catch { return error }
             do { sides.append(try d.streams(reader)) } catch { return readFailure(error, ctx) }
         }
         let diffs = d.compare(sides[0], sides[1])
@@ -240,10 +228,7 @@ enum ExportCommand {
             return RelayTraceCommand.usageError(UsageError(message: "Missing expected option '-o <out>'", commandPath: path), ctx)
         }
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         guard let out = openOutput(outPath, ctx) else { return .ioError }
         let start = unixNanoseconds(rfc3339: reader.header.wallClockStart) ?? 0
         var error: TraceError?
@@ -306,10 +291,7 @@ enum RedactCommand {
             return RelayTraceCommand.usageError(UsageError(message: "IN and OUT are the same file; write to a new file", commandPath: ["relaytrace", "redact"]), ctx)
         }
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(inPath, ctx) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(inPath, ctx) } catch { return error }
         let keep = args.flag("keep-key") && reader.header.redaction.policy != .raw
         let key = keep ? reader.header.redaction.key : Redactor.randomKey()
         let rewriter = Rekeyer(redactor: Redactor(policy: .hashed, key: key), extraKeys: args.value("keys").map(FrameFilter.list) ?? [], rekey: !keep)
@@ -359,10 +341,7 @@ enum LintCommand {
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         let scanner = SecretScanner()
         var findings = scanner.scan(json: reader.header.client, kind: "header")
         var records: UInt64 = 0

@@ -92,17 +92,17 @@ public enum RelayTraceCommand {
 
     /// Opens a trace for a command, mapping failures to exit codes: missing or unreadable file 66,
     /// other I/O 74, not a trace / damaged header 65.
-    static func openTrace(_ path: String, _ ctx: CLIContext, salvage: Bool = false) -> Result<TraceReader, ExitCode> {
+    static func openTrace(_ path: String, _ ctx: CLIContext, salvage: Bool = false) throws(ExitCode) -> TraceReader {
         do throws(TraceError) {
             if path == "-" {
                 let spooled = try StdinSpool.spool()
                 defer { unlink(spooled) }  // the open descriptor keeps the data until exit
-                return .success(try TraceReader(path: spooled, options: .init(salvage: salvage)))
+                return try TraceReader(path: spooled, options: .init(salvage: salvage))
             }
-            return .success(try TraceReader(path: path, options: .init(salvage: salvage)))
+            return try TraceReader(path: path, options: .init(salvage: salvage))
         } catch {
             ctx.stderr.line("Error: \(error.description)")
-            return .failure(exitCode(for: error))
+            throw exitCode(for: error)
         }
     }
 

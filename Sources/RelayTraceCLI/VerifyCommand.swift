@@ -12,10 +12,7 @@ enum VerifyCommand {
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let path = args.positionals["file"] ?? ""
         let reader: TraceReader
-        switch RelayTraceCommand.openTrace(path, ctx) {
-        case .success(let r): reader = r
-        case .failure(let code): return code
-        }
+        do { reader = try RelayTraceCommand.openTrace(path, ctx) } catch { return error }
         var records: UInt64 = 0
         do {
             while try reader.next() != nil { records += 1 }
