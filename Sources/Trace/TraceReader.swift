@@ -314,6 +314,18 @@ public final class TraceReader {
         return b
     }
 
+    /// Reads, checks and decodes the chunk `c` (an entry of ``chunks()``) without moving the iteration:
+    /// the chunk frame's CRC-32C, the zstd frame and its content checksum, the record framing, the record
+    /// count and time span, and, when `c` lists generations (an index entry), that its records mention
+    /// exactly those. Errors carry the chunk's offset.
+    public func records(ofChunk c: TraceChunkInfo) throws(TraceError) -> [TraceRecord] {
+        let (records, generations) = try decodeChunk(c)
+        if index != nil || !c.generations.isEmpty, generations != c.generations {
+            throw TraceError(.corrupt, offset: c.offset, "chunk \(c.sequence): its records mention generations \(generations), the index says \(c.generations)")
+        }
+        return records
+    }
+
     /// Reads, checks and decodes one chunk. Errors carry the chunk's offset.
     private func decodeChunk(_ c: TraceChunkInfo) throws(TraceError) -> ([TraceRecord], [UInt64]) {
         let at = c.offset
