@@ -42,6 +42,7 @@ enum ReplayCommand {
             OptionSpec(long: "set", valueName: "name=time,...", help: "Change the client's timing for the replay (a what-if experiment): " + ClientTuning.names.keys.sorted().joined(separator: ", ") + "."),
             OptionSpec(long: "perturb", valueName: "seeds", help: "Perturbation replay: one run per seed (SEED or A..B) with seeded faults; report seeds that break an invariant."),
             OptionSpec(long: "shrink", valueName: "out", help: "With --perturb: write the first failure, shrunk to a minimal fault list, as a trace at OUT (faults in OUT.faults.json)."),
+            OptionSpec(long: "allow-incomplete", help: "Replay a trace without index and trailer (a recorder that was killed) up to its last intact record."),
             OptionSpec(long: "what-if", help: "Run the client against the recorded peer instead: timers from the virtual clock, recorded answers matched to what the client actually sends; report frames without a counterpart."),
         ],
         run: { args, ctx in run(args, ctx) })
@@ -84,9 +85,12 @@ enum ReplayCommand {
         }
         let replayer: Replayer
         do throws(ReplayError) {
-            replayer = try Replayer(path: path, tuning: tuning)
+            replayer = try Replayer(path: path, allowDamaged: args.flag("allow-incomplete"), tuning: tuning)
         } catch {
             ctx.stderr.line("Error: \(error.message)")
+            if let n = error.intactRecords {
+                ctx.stderr.line("  The \(n) records before the problem are intact; pass --allow-incomplete to replay them.")
+            }
             if let t = error.traceError { return RelayTraceCommand.exitCode(for: t) }
             return .dataError
         }
@@ -95,8 +99,15 @@ enum ReplayCommand {
             guard !args.flag("step"), args.value("until") == nil, args.value("break") == nil else {
                 return RelayTraceCommand.usageError(UsageError(message: "--what-if runs the whole trace; it does not take --step, --until or --break", commandPath: command), ctx)
             }
+            let records: [TraceRecord]
+            do throws(TraceError) {
+                records = try replayer.records.loadAll()
+            } catch {
+                ctx.stderr.line("Error: \(path): \(error.description)")
+                return RelayTraceCommand.exitCode(for: error)
+            }
             do throws(ReplayError) {
-                let report = try WhatIfReplayer(header: replayer.header, records: replayer.records, machine: replayer.machine).run()
+                let report = try WhatIfReplayer(header: replayer.header, records: records, machine: replayer.machine).run()
                 ctx.stdout.line(report.description)
                 return report.unmatched.isEmpty ? .success : .found
             } catch {
@@ -111,6 +122,9 @@ enum ReplayCommand {
         switch stop {
         case .finished:
             ctx.stdout.line("replayed \(replayer.records.count) records: no divergence (\(replayer.machine.lastGeneration.rawValue) generation(s), ended \(replayer.machine.phase))")
+            if let problem = replayer.readProblem {
+                ctx.stdout.line("the trace is incomplete and ends there: \(problem.description)")
+            }
             return .success
         case .paused(let at, let why):
             ctx.stdout.line("paused before record #\(at) (\(why))")
@@ -119,7 +133,16 @@ enum ReplayCommand {
         case .diverged(let d):
             ctx.stdout.line(d.description)
             return .found
+        case .damaged(let at, let error):
+            ctx.stderr.line("Error: \(path): damaged at record #\(at) (the \(at) records before it replayed without divergence): \(error.description)")
+            return RelayTraceCommand.exitCode(for: error)
         }
+    }
+
+    /// The exit code of an interactive replay: the damage's, 1 after a divergence, else 0.
+    static func exitCode(of r: Replayer) -> ExitCode {
+        if let damage = r.damage { return RelayTraceCommand.exitCode(for: damage.error) }
+        return r.divergence == nil ? .success : .found
     }
 
     /// Parses `time=T,record=N,type=T,method=M,event=E,timer=NAME,phase=P,gen=N`.
@@ -187,6 +210,7 @@ enum ReplayCommand {
             case .finished: out.line("finished: no divergence")
             case .paused(let at, let why): out.line("paused before #\(at): \(why)")
             case .diverged(let d): out.line(d.description)
+            case .damaged(let at, let error): out.line("the trace is damaged at record #\(at): \(error.description)")
             }
         }
         showNext()
@@ -199,6 +223,7 @@ enum ReplayCommand {
                 for _ in 0..<n {
                     guard let e = r.step() else { break }
                     if case .diverged(let d) = e { out.line(d.description); break }
+                    if case .damaged(let at, let error) = e { out.line("the trace is damaged at record #\(at): \(error.description)"); break }
                 }
                 showNext()
             case "c", "continue":
@@ -228,7 +253,7 @@ enum ReplayCommand {
             case "where":
                 showNext()
             case "q", "quit", "exit":
-                return r.divergence == nil ? .success : .found
+                return exitCode(of: r)
             case "help", "?":
                 out.line("next [N], continue, back [N], break EXPR, delete, state, timers, frames [N], where, quit")
             default:
@@ -237,6 +262,6 @@ enum ReplayCommand {
             prompt()
         }
         out.line("")
-        return r.divergence == nil ? .success : .found
+        return exitCode(of: r)
     }
 }

@@ -11,6 +11,9 @@ public enum ReplayStop: Sendable, Equatable, CustomStringConvertible {
     case diverged(Divergence)
     /// A breakpoint or `run(until:)` condition held before this record.
     case paused(at: Int, reason: String)
+    /// The trace file is damaged from this record on (the chunk holding it does not read back); every
+    /// record before it was replayed and matched.
+    case damaged(at: Int, TraceError)
 
     /// One line.
     public var description: String {
@@ -18,6 +21,7 @@ public enum ReplayStop: Sendable, Equatable, CustomStringConvertible {
         case .finished: "finished: no divergence"
         case .diverged(let d): "diverged at record \(d.record)"
         case .paused(let i, let why): "paused before record \(i): \(why)"
+        case .damaged(let i, let error): "the trace is damaged at record \(i): \(error.description)"
         }
     }
 }
@@ -32,6 +36,8 @@ public enum ReplayEvent: Sendable, Equatable {
     case skipped(record: Int)
     /// The replay diverged here.
     case diverged(Divergence)
+    /// The trace file is damaged at this record (see ``ReplayStop/damaged(at:_:)``).
+    case damaged(record: Int, TraceError)
 }
 
 /// A condition to stop a replay before a record.
@@ -79,8 +85,9 @@ public enum ReplayCondition: Sendable, CustomStringConvertible {
 public final class Replayer {
     /// The trace's header.
     public let header: TraceHeader
-    /// Every record of the trace (a replay keeps them in memory: about 200 bytes a record).
-    public let records: [TraceRecord]
+    /// Every record of the trace: read from the file a chunk at a time when the replayer was opened on a
+    /// complete trace file, else held in memory.
+    public let records: ReplayRecords
     /// The machine under replay.
     public private(set) var machine: RelayClientMachine
     /// The index of the next record to replay.
@@ -93,10 +100,15 @@ public final class Replayer {
     public var contextRecords = 8
     /// The divergence that stopped the replay, if any.
     public private(set) var divergence: Divergence? {
-        didSet { hasDiverged = divergence != nil }
+        didSet { hasDiverged = divergence != nil || damage != nil }
     }
-    /// `divergence != nil`, kept as a flag: the loops test it once per record, and reading the optional
-    /// struct out of the class copies (and then releases) every field it has.
+    /// Where the trace file turned out to be damaged, if the replay got there (a file-backed replayer
+    /// reads each chunk when it first needs it).
+    public private(set) var damage: (record: Int, error: TraceError)? {
+        didSet { hasDiverged = divergence != nil || damage != nil }
+    }
+    /// `divergence != nil || damage != nil`, kept as a flag: the loops test it once per record, and reading
+    /// the optional struct out of the class copies (and then releases) every field it has.
     private var hasDiverged = false
 
     private let redactor: Redactor
@@ -129,7 +141,12 @@ public final class Replayer {
 
     /// A replayer of `records` under `header`; `tuning` changes the client's timing (a what-if
     /// experiment: the replay then diverges where the change first shows).
-    public init(header: TraceHeader, records: [TraceRecord], checkpointInterval: Int = 512, tuning: ClientTuning = .spec) throws(ReplayError) {
+    public convenience init(header: TraceHeader, records: [TraceRecord], checkpointInterval: Int = 512, tuning: ClientTuning = .spec) throws(ReplayError) {
+        try self.init(header: header, records: ReplayRecords(records), checkpointInterval: checkpointInterval, tuning: tuning)
+    }
+
+    /// A replayer of `records` (in memory or read from a file as needed) under `header`.
+    public init(header: TraceHeader, records: ReplayRecords, checkpointInterval: Int = 512, tuning: ClientTuning = .spec) throws(ReplayError) {
         self.header = header
         self.records = records
         self.checkpointInterval = max(1, checkpointInterval)
@@ -143,14 +160,27 @@ public final class Replayer {
         checkpoints.append(Checkpoint(position: 0, machine: machine, pending: [], lastInputRecord: nil))
     }
 
-    /// A replayer of the trace file at `path` (read whole; a damaged trace replays up to the damage only
-    /// if `allowDamaged`).
+    /// A replayer of the trace file at `path`.
+    ///
+    /// A complete trace (closed by its writer: valid index and trailer) is read a chunk at a time as the
+    /// replay goes, so memory stays small whatever its size; a chunk found damaged on the way stops the
+    /// replay there (``ReplayStop/damaged(at:_:)``). An incomplete trace (the recorder died, or the file
+    /// was cut) is read whole first: it throws unless `allowDamaged`, in which case it replays up to the
+    /// end or the damage.
     public convenience init(path: String, allowDamaged: Bool = false, checkpointInterval: Int = 512, tuning: ClientTuning = .spec) throws(ReplayError) {
         let reader: TraceReader
         do { reader = try TraceReader(path: path) } catch {
             throw ReplayError(message: "\(path): \(error.description)", traceError: error)
         }
-        // As `readAll()`, keeping only the records (no second array of 180k entries to copy and free).
+        if reader.isComplete {
+            let table: TraceRecordTable
+            do { table = try TraceRecordTable(reader: reader) } catch {
+                throw ReplayError(message: "\(path): \(error.description)", traceError: error)
+            }
+            try self.init(header: reader.header, records: ReplayRecords(table), checkpointInterval: checkpointInterval, tuning: tuning)
+            return
+        }
+        // As `readAll()`, keeping only the records (no second array of entries to copy and free).
         var records: [TraceRecord] = []
         var readError: TraceError?
         do {
@@ -158,18 +188,26 @@ public final class Replayer {
         } catch {
             readError = error
         }
-        if let error = readError, !allowDamaged {
-            throw ReplayError(message: "\(path): \(error.description)", traceError: error)
+        // Every chunk read, but no valid index and trailer: the recorder did not close the file.
+        let problem = readError ?? reader.trailerProblem
+            ?? TraceError(.truncated, "no valid index and trailer after the last chunk; the recorder did not close the trace")
+        if !allowDamaged {
+            throw ReplayError(message: "\(path): \(problem.description)", traceError: problem, intactRecords: records.count)
         }
-        try self.init(header: reader.header, records: records, checkpointInterval: checkpointInterval, tuning: tuning)
+        try self.init(header: reader.header, records: ReplayRecords(records), checkpointInterval: checkpointInterval, tuning: tuning)
+        readProblem = problem
     }
+
+    /// Why an incomplete trace opened with `allowDamaged` ends where it does (the records stop before the
+    /// problem); nil for a complete trace.
+    public private(set) var readProblem: TraceError?
 
     /// Whether every record has been replayed.
     public var isAtEnd: Bool { position >= records.count }
 
     // MARK: Stepping
 
-    /// Replays the next record. Returns nil at the end, or once the replay has diverged.
+    /// Replays the next record. Returns nil at the end, or once the replay has diverged or met damage.
     @discardableResult
     public func step() -> ReplayEvent? {
         switch advance() {
@@ -180,6 +218,7 @@ public final class Replayer {
         case .matched(let record): return .matched(record: record)
         case .skipped(let record): return .skipped(record: record)
         case .diverged: return divergence.map { .diverged($0) }
+        case .damaged: return damage.map { .damaged(record: $0.record, $0.error) }
         }
     }
 
@@ -187,7 +226,7 @@ public final class Replayer {
     /// divergence in `divergence`), so the loops of `run` and `seek`, which drop it at once, have no
     /// `ReplayEvent` to destroy per record.
     private enum Outcome {
-        case end, fed(record: Int, actions: Int), matched(Int), skipped(Int), diverged
+        case end, fed(record: Int, actions: Int), matched(Int), skipped(Int), diverged, damaged
     }
 
     /// The input of the last `.fed` outcome.
@@ -197,7 +236,8 @@ public final class Replayer {
     private func advance() -> Outcome {
         guard !hasDiverged else { return .end }
         guard position < records.count else {
-            if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: records.count) }
+            // An incomplete trace may end between an input and its actions: those were lost, not skipped.
+            if pendingHead < pending.count && readProblem == nil { return diverge(extra: pending[pendingHead], at: records.count) }
             return .end
         }
         if position % checkpointInterval == 0, checkpoints.last.map({ $0.position < position }) ?? true {
@@ -205,7 +245,11 @@ public final class Replayer {
                                           lastInputRecord: lastInputRecord))
         }
         let index = position
-        let record = records[index]
+        let record: TraceRecord
+        do { record = try records.record(at: index) } catch {
+            damage = (index, error)
+            return .damaged
+        }
         if record.kind == .marker, record.channel == .relay, let seed = Replayer.restartSeed(record) {
             // The client process was restarted here: a new machine, as the driver built it.
             if pendingHead < pending.count { return diverge(extra: pending[pendingHead], at: index) }
@@ -278,9 +322,10 @@ public final class Replayer {
                     return .paused(at: position, reason: hit.description)
                 }
             }
-            if case .end = advance() { break }
+            if case .end = advance() { break }  // after a divergence or damage, the loop's test ends it
         }
         if let divergence { return .diverged(divergence) }
+        if let damage { return .damaged(at: damage.record, damage.error) }
         return .finished
     }
 
@@ -305,6 +350,7 @@ public final class Replayer {
         pendingHead = 0
         lastInputRecord = cp.lastInputRecord
         divergence = nil
+        damage = nil
         checkpoints.removeAll { $0.position > cp.position }
         while position < target {
             if case .end = advance() { break }
@@ -320,6 +366,7 @@ public final class Replayer {
         pendingHead = 0
         lastInputRecord = nil
         divergence = nil
+        damage = nil
         checkpoints = [Checkpoint(position: 0, machine: machine, pending: [], lastInputRecord: nil)]
     }
 
@@ -476,10 +523,14 @@ public struct ReplayError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The trace error underneath, if any.
     public var traceError: TraceError?
+    /// When the trace opened but its records stop early (no trailer, a cut or damaged chunk): how many
+    /// intact records come before the problem (`Replayer(path:allowDamaged: true)` replays those).
+    public var intactRecords: Int?
     /// Creates an error.
-    public init(message: String, traceError: TraceError? = nil) {
+    public init(message: String, traceError: TraceError? = nil, intactRecords: Int? = nil) {
         self.message = message
         self.traceError = traceError
+        self.intactRecords = intactRecords
     }
     /// The message.
     public var description: String { message }

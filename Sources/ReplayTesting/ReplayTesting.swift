@@ -47,8 +47,13 @@ public struct TraceReplay {
     /// Replays the rest of the trace strictly; records an issue with the divergence report (trace, record,
     /// generation, SPEC rule, JSON differences, context) if it diverges.
     public func expectNoDivergence(sourceLocation: SourceLocation = #_sourceLocation) {
-        if case .diverged(let d) = replayer.run() {
+        switch replayer.run() {
+        case .diverged(let d):
             Issue.record(Comment(rawValue: "\(path): \(d.description)"), sourceLocation: sourceLocation)
+        case .damaged(let at, let error):
+            Issue.record(Comment(rawValue: "\(path): the trace is damaged at record \(at): \(error.description)"), sourceLocation: sourceLocation)
+        case .finished, .paused:
+            break
         }
     }
 
@@ -65,6 +70,9 @@ public struct TraceReplay {
         case .diverged(let d):
             Issue.record(Comment(rawValue: "\(path): \(d.description)"), sourceLocation: sourceLocation)
             throw ReplayError(message: "\(path): diverged before \(condition)")
+        case .damaged(let at, let error):
+            Issue.record(Comment(rawValue: "\(path): the trace is damaged at record \(at): \(error.description)"), sourceLocation: sourceLocation)
+            throw ReplayError(message: "\(path): damaged before \(condition)", traceError: error)
         }
     }
 }

@@ -36,6 +36,45 @@ import Trace
         #expect(bad.stderr.contains("line 1"))
     }
 
+    @Test func replayOfAKilledRecordersTraceNeedsAllowIncomplete() throws {
+        let path = tempPath("rtrace")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try relaytrace(["simulate", "--scenario", "tour", "--duration", "10m", "-o", path]).status == 0)
+        let index = try #require(try TraceReader(path: path).index)
+        let bytes = try #require(FileManager.default.contents(atPath: path))
+        // Chunk 3 whole, chunk 4 half written: as a recorder killed mid-write leaves it.
+        try #require(FileManager.default.createFile(atPath: path, contents: bytes.prefix(Int(index[4].offset) + Int(index[4].compressedSize) / 2)))
+        let intact = index[4].firstRecord
+        let refused = try relaytrace(["replay", path])
+        #expect(refused.status == 65)
+        #expect(refused.stderr.contains("truncated"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("The \(intact) records before the problem are intact; pass --allow-incomplete"), "\(refused.stderr)")
+        let allowed = try relaytrace(["replay", "--allow-incomplete", path])
+        #expect(allowed.status == 0, "\(allowed.stdout)\(allowed.stderr)")
+        #expect(allowed.stdout.contains("replayed \(intact) records: no divergence"), "\(allowed.stdout)")
+        #expect(allowed.stdout.contains("the trace is incomplete and ends there: truncated"), "\(allowed.stdout)")
+    }
+
+    @Test func replayOfADamagedCompleteTraceExitsSixtyFiveNamingTheRecord() throws {
+        let path = tempPath("rtrace")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try relaytrace(["simulate", "--scenario", "tour", "--duration", "10m", "-o", path]).status == 0)
+        let index = try #require(try TraceReader(path: path).index)
+        let victim = index[index.count - 2]
+        var bytes = try #require(FileManager.default.contents(atPath: path))
+        bytes[Int(victim.frameOffset) + 20] ^= 0x80
+        try #require(FileManager.default.createFile(atPath: path, contents: bytes))
+        let r = try relaytrace(["replay", path])
+        #expect(r.status == 65, "\(r.stdout)\(r.stderr)")
+        #expect(r.stderr.contains("damaged at record #\(victim.firstRecord)"), "\(r.stderr)")
+        #expect(r.stderr.contains("byte offset \(victim.offset)"), "\(r.stderr)")
+        let whatIf = try relaytrace(["replay", "--what-if", path])
+        #expect(whatIf.status == 65, "\(whatIf.stderr)")
+        let stepped = try sh("printf 'continue\\nquit\\n' | \"$RT\" replay '\(path)' --step")
+        #expect(stepped.status == 65, "\(stepped.stdout)")
+        #expect(stepped.stdout.contains("the trace is damaged at record #\(victim.firstRecord)"))
+    }
+
     @Test func replayExitsZeroOnAMatchingTraceAndOneOnADivergence() throws {
         let path = tempPath("rtrace")
         defer { try? FileManager.default.removeItem(atPath: path) }

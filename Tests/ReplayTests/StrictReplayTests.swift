@@ -97,9 +97,120 @@ func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil)
         #expect(entries.count > 0)
         #expect(throws: ReplayError.self) { try Replayer(path: cut) }
         let replayer = try Replayer(path: cut, allowDamaged: true)
-        #expect(replayer.records == entries.map(\.record))
+        #expect(Array(replayer.records) == entries.map(\.record))
+        #expect(!replayer.records.isFileBacked, "an incomplete trace is read whole, up to its damage")
         let whole = try Replayer(path: path)
-        #expect(Array(whole.records.prefix(entries.count)) == replayer.records)
+        #expect(whole.records.isFileBacked, "a complete trace is read a chunk at a time")
+        #expect(Array(whole.records.prefix(entries.count)) == Array(replayer.records))
+    }
+
+    @Test func anIncompleteTraceCutBetweenAnInputAndItsActionsReplaysToItsEndOnlyWhenAllowed() throws {
+        let path = try simulatedTrace("lease")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try TraceReader(path: path)
+        let records = reader.readAll().entries.map(\.record)
+        // A timer that fired in the second half, with the actions it caused: keep the firing, lose the rest.
+        let fired = try #require((records.count / 2..<(records.count - 1)).first {
+            records[$0].kind == .timerFired && ClientRecordCodec.isAction(records[$0 + 1])
+        })
+        let kept = Array(records[...fired])
+        let complete = path + ".complete"
+        defer { try? FileManager.default.removeItem(atPath: complete) }
+        var options = TraceWriterOptions()
+        options.redactionKey = reader.header.redaction.key
+        let writer = try TraceWriter(path: complete, header: reader.header, options: options)
+        for r in kept { writer.append(r) }
+        _ = try writer.close()
+        // Closed by its writer, the trace says nothing followed the firing: the client's actions are extra.
+        guard case .diverged(let extra) = try Replayer(path: complete).run() else {
+            Issue.record("a complete trace that ends before the actions of its last input must diverge")
+            return
+        }
+        #expect(extra.kind == .extra && extra.record == kept.count)
+
+        // Without index and trailer (the recorder was killed), the actions were lost, not skipped.
+        let killed = path + ".killed"
+        defer { try? FileManager.default.removeItem(atPath: killed) }
+        let lastChunk = try #require(try TraceReader(path: complete).index?.last)
+        let bytes = try #require(FileManager.default.contents(atPath: complete))
+        try #require(FileManager.default.createFile(atPath: killed, contents: bytes.prefix(Int(lastChunk.endOffset))))
+        do {
+            _ = try Replayer(path: killed)
+            Issue.record("an incomplete trace must be refused unless allowed")
+        } catch {
+            #expect(error.intactRecords == kept.count)
+        }
+        let replayer = try Replayer(path: killed, allowDamaged: true)
+        #expect(replayer.records.count == kept.count)
+        #expect(replayer.run() == .finished)
+        #expect(replayer.readProblem != nil)
+    }
+
+    @Test func aCompleteTraceWithADamagedChunkReplaysUpToItAndStopsThere() throws {
+        let path = try simulatedTrace("tour", duration: .seconds(600))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try TraceReader(path: path)
+        let index = try #require(reader.index)
+        #expect(index.count >= 6)
+        let victim = index[index.count / 2]
+        var bytes = try #require(FileManager.default.contents(atPath: path))
+        let at = Int(victim.frameOffset) + Int(victim.compressedSize) / 2
+        bytes[at] ^= 0x04
+        let damaged = path + ".flipped"
+        defer { try? FileManager.default.removeItem(atPath: damaged) }
+        try #require(FileManager.default.createFile(atPath: damaged, contents: bytes))
+
+        let replayer = try Replayer(path: damaged)
+        #expect(replayer.records.isFileBacked)
+        let stop = replayer.run()
+        guard case .damaged(let record, let error) = stop else {
+            Issue.record("expected the replay to stop at the damaged chunk, got \(stop)")
+            return
+        }
+        #expect(record == Int(victim.firstRecord))
+        #expect(error.code == .checksumMismatch)
+        #expect(error.offset == victim.offset)
+        #expect(replayer.position == Int(victim.firstRecord), "every record before the chunk was replayed")
+        #expect(replayer.divergence == nil)
+        #expect(replayer.step() == nil)
+        #expect(replayer.records[record].kind == .unknown(0))
+        #expect(replayer.records[record].payloadText.contains("CRC-32C"))
+
+        // The same records in memory replay the same way up to there: the states agree.
+        let good = try Replayer(path: path)
+        good.seek(to: record)
+        #expect("\(good.snapshot)" == "\(replayer.snapshot)")
+        // Stepping back from the damage works and can come forward again to it.
+        replayer.seek(to: record - 5)
+        #expect(replayer.damage == nil)
+        guard case .damaged(record, _) = replayer.run() else {
+            Issue.record("the damage must be met again")
+            return
+        }
+    }
+
+    @Test func aFileBackedReplayVisitsTheStatesOfAnInMemoryOneOverManyChunks() throws {
+        let path = try simulatedTrace("tour", duration: .seconds(600))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try TraceReader(path: path)
+        let records = reader.readAll().entries.map(\.record)
+        let file = try Replayer(path: path, checkpointInterval: 64)
+        let memory = try Replayer(header: reader.header, records: records, checkpointInterval: 64)
+        #expect(file.records.isFileBacked && !memory.records.isFileBacked)
+        #expect(try #require(reader.index).count >= 6)
+        var forward: [String] = []
+        while true {
+            #expect("\(file.snapshot)" == "\(memory.snapshot)")
+            forward.append("\(file.snapshot)")
+            let a = file.step(), b = memory.step()
+            #expect(a == b)
+            if a == nil { break }
+        }
+        #expect(file.isAtEnd && file.divergence == nil)
+        // Backward over every chunk boundary, by checkpoint and forward replay from the file.
+        var backward: [String] = ["\(file.snapshot)"]
+        while file.stepBack() { backward.append("\(file.snapshot)") }
+        #expect(backward == forward.reversed())
     }
 
     @Test func aMissingActionAndAnExtraActionAreBothReported() throws {
@@ -197,7 +308,7 @@ func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil)
         // The same change in a what-if run: the client still registers, one socket later.
         var config = try ClientCapture.configuration(from: replay.replayer.header)
         config.seed = replay.replayer.header.seed
-        let report = try WhatIfReplayer(header: replay.replayer.header, records: replay.replayer.records,
+        let report = try WhatIfReplayer(header: replay.replayer.header, records: Array(replay.replayer.records),
                                         machine: RelayClientMachine(configuration: config, tuning: tuning)).run()
         let failures = report.actions.compactMap { t, a -> Moment? in if case .connectionFailed(_, .handshakeTimeout) = a { t } else { nil } }
         #expect(failures.count == 1)
