@@ -126,6 +126,10 @@ public final class RelayPerturbation {
             checker.action(action, at: t)
             if record { out += ClientRecordCodec.records(action, at: t) }
         }
+        replayer.onRestart = { t, seed in
+            checker.restart()
+            if record { out.append(TraceRecord(kind: .marker, time: t, payload: Array("client restart seed=\(seed)".utf8))) }
+        }
         _ = replayer.run()
         return PerturbedRun(seed: nil, faults: faults, violation: checker.violation, deliveries: deliveries, records: out)
     }
@@ -159,6 +163,13 @@ final class RelayInvariants {
         default:
             return
         }
+    }
+
+    /// The client process restarted: its sockets and leases died with it (a fresh client numbers its
+    /// generations from 1 again).
+    func restart() {
+        live.removeAll()
+        lastActive.removeAll()
     }
 
     func action(_ action: ClientAction, at t: Moment) {

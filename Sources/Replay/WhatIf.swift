@@ -51,6 +51,12 @@ public struct WhatIfReport: Sendable, CustomStringConvertible {
 /// latency; unsolicited frames (events, terminal output) and peer closes arrive at their recorded times on
 /// the socket that stands for the recorded one. Frames with no counterpart are reported, not dropped
 /// silently.
+///
+/// A `client restart seed=N` marker (the process was killed and started again) ends one client's life:
+/// its pending timers and events die with it, and a fresh client (the same configuration and timing, the
+/// marker's seed) runs the records after it, matched against the answers recorded after it. Frames that
+/// still arrive after the restart on a socket of the dead process are delivered as recorded (the
+/// restarted client ignores them, as the recorded one did).
 public final class WhatIfReplayer {
     /// The trace's header.
     public let header: TraceHeader
@@ -65,6 +71,7 @@ public final class WhatIfReplayer {
         case unsolicited(record: Int, recordedGen: UInt64, frame: WireFrame, type: String)
         case peerClose(record: Int, recordedGen: UInt64, code: UInt16?, reason: String)
         case answer(Generation, WireFrame)
+        case leftover(record: Int, ClientInput)
         case opened(Generation)
         case failed(Generation, TransportFailure)
         case perturbed(Generation, WireFrame)
@@ -78,6 +85,16 @@ public final class WhatIfReplayer {
     var onInput: ((ClientInput, Moment) -> Void)?
     /// Every action performed, with its time.
     var onAction: ((ClientAction, Moment) -> Void)?
+    /// A client restart (the marker's time and seed), before the fresh client's first input.
+    var onRestart: ((Moment, UInt64) -> Void)?
+    /// The restart markers (record index, seed), in order.
+    private let restarts: [(record: Int, seed: UInt64)]
+    /// True for the life of a client after a restart: frames on sockets it never opened are the dead
+    /// process's.
+    private var afterRestart = false
+    /// The IDs of the requests recorded in earlier lives: a response to one (the relay may hand it to the
+    /// resumed session) is delivered as recorded, not matched.
+    private var earlierRequests: Set<String> = []
     private var deliveries = 0
     private var held: (Generation, WireFrame)?
 
@@ -111,8 +128,10 @@ public final class WhatIfReplayer {
     public init(header: TraceHeader, records: [TraceRecord], machine: RelayClientMachine? = nil) throws(ReplayError) {
         self.header = header
         self.records = records
-        if let restart = records.firstIndex(where: { $0.kind == .marker && Replayer.restartSeed($0) != nil }) {
-            throw ReplayError(message: "what-if replay does not follow a client restart (record #\(restart)); replay this trace strictly")
+        restarts = records.indices.compactMap { i in
+            let r = records[i]
+            guard r.kind == .marker, r.channel == .relay, let seed = Replayer.restartSeed(r) else { return nil }
+            return (i, seed)
         }
         if let machine {
             self.machine = machine
@@ -121,12 +140,69 @@ public final class WhatIfReplayer {
                 throw ReplayError(message: "the trace header does not describe a relay client: \(error)")
             }
         }
+        if restarts.isEmpty { index() }
+    }
+
+    /// One client's life: the records between two restarts.
+    private init(life header: TraceHeader, records: [TraceRecord], machine: RelayClientMachine, earlierRequests: Set<String>?) {
+        self.header = header
+        self.records = records
+        self.machine = machine
+        self.restarts = []
+        self.afterRestart = earlierRequests != nil
+        self.earlierRequests = earlierRequests ?? []
         index()
     }
 
     /// Runs to the last record's time (then stops the client) and reports.
     public func run() -> WhatIfReport {
-        let end = records.last?.time ?? .zero
+        restarts.isEmpty ? runLife(until: records.last?.time ?? .zero) : runLives()
+    }
+
+    /// Each client's life in turn, every one by its own replayer; the reports joined, with record numbers
+    /// of the whole trace.
+    private func runLives() -> WhatIfReport {
+        var joined = WhatIfReport()
+        let first = machine
+        var deliveredBefore = 0
+        var requests: Set<String> = []
+        for k in 0...restarts.count {
+            let from = k == 0 ? 0 : restarts[k - 1].record + 1
+            let to = k < restarts.count ? restarts[k].record : records.count
+            var m = first
+            if k > 0 {
+                var configuration = first.configuration
+                configuration.seed = restarts[k - 1].seed
+                m = RelayClientMachine(configuration: configuration, tuning: first.tuning)
+                onRestart?(records[restarts[k - 1].record].time, restarts[k - 1].seed)
+            }
+            let lifeRecords = Array(records[from..<to])
+            let life = WhatIfReplayer(life: header, records: lifeRecords, machine: m, earlierRequests: k > 0 ? requests : nil)
+            for r in lifeRecords where r.kind == .frameText && r.direction == .outbound {
+                if case .rpcRequest(let req)? = try? RelayMessage(decodingText: r.payloadText) { requests.insert(req.id) }
+            }
+            life.actionTransform = actionTransform
+            life.onInput = onInput
+            life.onAction = onAction
+            if let fate = inboundFate {
+                let base = deliveredBefore
+                life.inboundFate = { fate($0 + base) }
+            }
+            // A life ends when the process dies (the next marker), not at its last record.
+            let end = k < restarts.count ? records[restarts[k].record].time : (records.last?.time ?? .zero)
+            let r = life.runLife(until: end)
+            deliveredBefore += life.deliveries
+            joined.inputs += r.inputs
+            joined.actions += r.actions
+            joined.unmatched += r.unmatched.map { var u = $0; u.record += from; return u }
+            joined.unanswered += r.unanswered
+            joined.end = r.end
+            machine = life.machine
+        }
+        return joined
+    }
+
+    private func runLife(until end: Moment) -> WhatIfReport {
         while let (t, e) = queue.pop() {
             if t > end { break }
             now = t
@@ -152,7 +228,17 @@ public final class WhatIfReplayer {
         var methodCount: [String: Int] = [:]
         var sendTimes: [UInt64: Moment] = [:]
         var openAt: [UInt64: Moment] = [:]
+        var opened: Set<UInt64> = []
         for (i, r) in records.enumerated() {
+            if afterRestart, r.direction == .inbound, let g = r.generation, !opened.contains(g),
+               r.kind == .frameText || r.kind == .frameBinary || r.kind == .transportClosed {
+                // The dead process's socket: delivered as recorded.
+                if let input = try? ClientRecordCodec.decodeInput(r) {
+                    queue.push(.leftover(record: i, input), at: r.time)
+                    continue
+                }
+            }
+            if r.kind == .transportOpen, let g = r.generation { opened.insert(g) }
             switch r.kind {
             case .transportOpen:
                 if let g = r.generation { openAt[g] = r.time; recordedGenerations.append(g) }
@@ -205,7 +291,10 @@ public final class WhatIfReplayer {
                         consumed.insert(i)  // an unsolicited pong carries nothing
                     }
                 case .rpcResponse(let resp):
-                    if let req = requestAt[resp.id] {
+                    if requestAt[resp.id] == nil, earlierRequests.contains(resp.id) {
+                        // Answers a request of the process before the restart: delivered as recorded.
+                        queue.push(.unsolicited(record: i, recordedGen: g, frame: .text(r.payloadText), type: "rpc.response"), at: r.time)
+                    } else if let req = requestAt[resp.id] {
                         rpcAnswers[req.method]?[req.occurrence].append(Answer(record: i, delay: r.time - req.time, message: m, type: "rpc.response"))
                     } else {
                         report.unmatched.append(UnmatchedFrame(record: i, time: r.time, type: "rpc.response",
@@ -259,6 +348,9 @@ public final class WhatIfReplayer {
             deliverInbound(g, frame)
         case .perturbed(let g, let frame):
             feed(.transportFrame(g, frame))
+        case .leftover(let record, let input):
+            consumed.insert(record)
+            feed(input)
         case .unsolicited(let record, let recordedGen, let frame, let type):
             // Delivered on the socket that stands for the recorded one, even when the client has already
             // retired it (it then ignores the frame, as the recorded client may have done too).
