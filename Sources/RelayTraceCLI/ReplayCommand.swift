@@ -88,7 +88,7 @@ enum ReplayCommand {
             replayer = try Replayer(path: path, allowDamaged: args.flag("allow-incomplete"), tuning: tuning)
         } catch {
             ctx.stderr.line("Error: \(error.message)")
-            if let n = error.intactRecords {
+            if let n = error.intactRecords, error.traceError?.code != .io {
                 ctx.stderr.line("  The \(n) records before the problem are intact; pass --allow-incomplete to replay them.")
             }
             if let t = error.traceError { return RelayTraceCommand.exitCode(for: t) }
@@ -196,6 +196,7 @@ enum ReplayCommand {
     static func interactive(_ r: Replayer, _ ctx: CLIContext) -> ExitCode {
         let out = ctx.stdout
         out.line("replaying \(r.records.count) records; 'help' lists the commands")
+        if let problem = r.readProblem { out.line("the trace is incomplete and ends after them: \(problem.description)") }
         func prompt() {
             let t = r.position < r.records.count ? r.records[r.position].time : r.machine.now
             out.write("(replay #\(r.position) t=\(t)) ")

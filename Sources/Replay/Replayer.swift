@@ -166,7 +166,8 @@ public final class Replayer {
     /// replay goes, so memory stays small whatever its size; a chunk found damaged on the way stops the
     /// replay there (``ReplayStop/damaged(at:_:)``). An incomplete trace (the recorder died, or the file
     /// was cut) is read whole first: it throws unless `allowDamaged`, in which case it replays up to the
-    /// end or the damage.
+    /// end or the damage. `allowDamaged` does not change how a complete trace is read: a damaged chunk in
+    /// it always stops the replay where it is met.
     public convenience init(path: String, allowDamaged: Bool = false, checkpointInterval: Int = 512, tuning: ClientTuning = .spec) throws(ReplayError) {
         let reader: TraceReader
         do { reader = try TraceReader(path: path) } catch {

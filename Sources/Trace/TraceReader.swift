@@ -164,6 +164,19 @@ public final class TraceReader {
                 trailerProblem = TraceError(.corrupt, offset: t.indexOffset, "the index lists \(chunks.count) chunks but the trailer says \(t.chunkCount) chunks / \(t.recordCount) records")
                 return
             }
+            // The entries must describe chunks in file order that follow on, before the index: random
+            // access trusts them without walking the file.
+            var nextRecord: UInt64 = 0
+            var nextOffset = dataOffset
+            for (i, c) in chunks.enumerated() {
+                guard c.firstRecord == nextRecord, c.offset >= nextOffset, c.offset <= t.indexOffset,
+                      c.endOffset <= t.indexOffset else {
+                    trailerProblem = TraceError(.corrupt, offset: t.indexOffset, "index entry \(i) (chunk at \(c.offset), records from \(c.firstRecord)) does not follow on from entry \(i - 1) (records up to \(nextRecord), bytes up to \(nextOffset)); the index is damaged")
+                    return
+                }
+                nextRecord += UInt64(c.recordCount)
+                nextOffset = c.endOffset
+            }
             trailer = t
             index = chunks
         } catch {
@@ -315,13 +328,23 @@ public final class TraceReader {
     }
 
     /// Reads, checks and decodes the chunk `c` (an entry of ``chunks()``) without moving the iteration:
-    /// the chunk frame's CRC-32C, the zstd frame and its content checksum, the record framing, the record
-    /// count and time span, and, when `c` lists generations (an index entry), that its records mention
-    /// exactly those. Errors carry the chunk's offset.
+    /// its chunk-header frame (CRC, and every field equal to `c`'s), the zstd frame's CRC-32C, the zstd
+    /// frame and its content checksum, the record framing, the record count and time span, and, when the
+    /// file has an index entry for this chunk, that its records mention exactly the generations it lists.
+    /// Errors carry the chunk's offset.
     public func records(ofChunk c: TraceChunkInfo) throws(TraceError) -> [TraceRecord] {
+        let head = try readExactly(at: c.offset, count: TraceFormat.chunkHeaderFrameSize, what: "chunk header")
+        guard var h = try FrameCodec.decodeChunkHeader(head, offset: c.offset) else {
+            throw TraceError(.corrupt, offset: c.offset, "no chunk header frame where chunk \(c.sequence) should start")
+        }
+        h.generations = c.generations
+        guard h == c else {
+            throw TraceError(.corrupt, offset: c.offset, "the chunk header here (chunk \(h.sequence), records \(h.firstRecord)..<\(h.firstRecord &+ UInt64(h.recordCount))) differs from the index entry for chunk \(c.sequence); the file is damaged")
+        }
         let (records, generations) = try decodeChunk(c)
-        if index != nil || !c.generations.isEmpty, generations != c.generations {
-            throw TraceError(.corrupt, offset: c.offset, "chunk \(c.sequence): its records mention generations \(generations), the index says \(c.generations)")
+        if let index, Int(c.sequence) < index.count, index[Int(c.sequence)].offset == c.offset,
+           generations != index[Int(c.sequence)].generations {
+            throw TraceError(.corrupt, offset: c.offset, "chunk \(c.sequence): its records mention generations \(generations), the index says \(index[Int(c.sequence)].generations)")
         }
         return records
     }

@@ -3,7 +3,8 @@
 /// one for looking back across a chunk boundary).
 ///
 /// Walking the records in order decodes each chunk once, as `TraceReader.next()` does, and checks each as
-/// it decodes it (CRC-32C, zstd checksum, framing, counts, time span, and the index's generations); memory
+/// it decodes it (its chunk header against the index entry, CRC-32C, zstd checksum, framing, counts, time
+/// span, and the index's generations; see `TraceReader.records(ofChunk:)`); memory
 /// stays at two decoded chunks whatever the trace's size, and the records just decoded are still in the CPU
 /// caches when they are used. A damaged chunk is found when it is first needed, not before: `record(at:)`
 /// throws its `TraceError`. Not thread-safe (it caches): one table per thread.

@@ -78,3 +78,94 @@ import Testing
         #expect(try (0..<table.count).map { i throws(TraceError) in try table.record(at: i) } == Array(records.prefix(table.count)))
     }
 }
+
+/// Damage that keeps every CRC valid: a rewritten index or chunk header (as a buggy or hostile writer
+/// would leave it). Random access must refuse it as the sequential read does, never trap.
+@Suite struct RecordTableTamperingTests {
+    /// The file with its index frame replaced by one for `chunks` (same size: generation counts kept).
+    static func withIndex(_ bytes: [UInt8], _ chunks: [TraceChunkInfo]) throws -> [UInt8] {
+        let trailer = try #require(try TraceReader(bytes: bytes).trailer)
+        let frame = FrameCodec.indexFrame(chunks)
+        try #require(frame.count == Int(trailer.indexFrameSize))
+        var out = bytes
+        out.replaceSubrange(Int(trailer.indexOffset)..<(Int(trailer.indexOffset) + frame.count), with: frame)
+        return out
+    }
+
+    @Test(arguments: [5, -5, 1 << 40])
+    func anIndexWhoseRecordNumbersDoNotFollowOnIsRefusedAtOpen(shift: Int) throws {
+        let (full, records) = try RecordTableTests.manyChunks()
+        var chunks = try #require(try TraceReader(bytes: full).index)
+        chunks[3].firstRecord = UInt64(Int(chunks[3].firstRecord) + shift)
+        let tampered = try Self.withIndex(full, chunks)
+        let reader = try TraceReader(bytes: tampered)
+        #expect(!reader.isComplete, "an index that does not follow on is not used")
+        #expect(reader.trailerProblem?.code == .corrupt)
+        #expect(reader.trailerProblem?.description.contains("index entry 3") == true)
+        // The table then walks the chunk headers, which are intact: every record still reads back.
+        let table = try TraceRecordTable(reader: reader)
+        #expect(table.count == records.count)
+        #expect(try (0..<table.count).map { i throws(TraceError) in try table.record(at: i) } == records)
+        // The sequential read names the mismatch.
+        let (_, error) = reader.readAll()
+        #expect(error?.code == .corrupt)
+    }
+
+    @Test func anIndexThatMovesAChunkIsRefusedAtOpen() throws {
+        let (full, _) = try RecordTableTests.manyChunks()
+        var chunks = try #require(try TraceReader(bytes: full).index)
+        chunks[6].offset = chunks[4].offset  // overlaps chunks 4 and 5
+        let reader = try TraceReader(bytes: try Self.withIndex(full, chunks))
+        #expect(!reader.isComplete)
+        #expect(reader.trailerProblem?.description.contains("index entry 6") == true)
+    }
+
+    @Test func generationsTheIndexListsWrongFailThatChunk() throws {
+        let (full, records) = try RecordTableTests.manyChunks()
+        var chunks = try #require(try TraceReader(bytes: full).index)
+        let victim = try #require(chunks.indices.first { !chunks[$0].generations.isEmpty && $0 > 2 })
+        chunks[victim].generations = chunks[victim].generations.map { $0 + 1000 }
+        let table = try TraceRecordTable(reader: TraceReader(bytes: try Self.withIndex(full, chunks)))
+        let inVictim = Int(chunks[victim].firstRecord)
+        #expect(try table.record(at: inVictim - 1) == records[inVictim - 1])
+        do {
+            _ = try table.record(at: inVictim)
+            Issue.record("a chunk whose generations differ from its index entry must not read back")
+        } catch {
+            #expect(error.code == .corrupt)
+            #expect(error.description.contains("generations"))
+        }
+    }
+
+    @Test func aChunkHeaderThatDisagreesWithTheIndexFailsThatChunk() throws {
+        let (full, records) = try RecordTableTests.manyChunks()
+        let chunks = try #require(try TraceReader(bytes: full).index)
+        let victim = chunks[5]
+        // A well-formed header (valid CRC) that claims one record fewer.
+        var claimed = victim
+        claimed.recordCount -= 1
+        var header: [UInt8] = []
+        FrameCodec.appendChunkHeader(claimed, to: &header)
+        var tampered = full
+        tampered.replaceSubrange(Int(victim.offset)..<(Int(victim.offset) + header.count), with: header)
+        let table = try TraceRecordTable(reader: TraceReader(bytes: tampered))
+        #expect(try table.record(at: Int(victim.firstRecord) - 1) == records[Int(victim.firstRecord) - 1])
+        do {
+            _ = try table.record(at: Int(victim.firstRecord))
+            Issue.record("a chunk header that disagrees with the index must fail the chunk")
+        } catch {
+            #expect(error.code == .corrupt)
+            #expect(error.offset == victim.offset)
+        }
+        // A flipped bit in the header: its own CRC fails.
+        var flipped = full
+        flipped[Int(victim.offset) + 20] ^= 0x01
+        let t2 = try TraceRecordTable(reader: TraceReader(bytes: flipped))
+        do {
+            _ = try t2.record(at: Int(victim.firstRecord))
+            Issue.record("a damaged chunk header must fail the chunk")
+        } catch {
+            #expect(error.code == .checksumMismatch)
+        }
+    }
+}
