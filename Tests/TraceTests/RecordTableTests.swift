@@ -66,6 +66,31 @@ import Testing
         }
     }
 
+    @Test func underEverySingleBitFlipRandomAccessGivesTheTrueRecordOrAnError() throws {
+        let (full, records) = try FormatTests.smallTrace()
+        let index = try #require(try TraceReader(bytes: full).index)
+        let chunkBytes = Int(try #require(index.first).offset)..<Int(try #require(index.last).endOffset)
+        var wrong: [Int] = []
+        var unnoticed: [Int] = []
+        for bit in 0..<(full.count * 8) {
+            var damaged = full
+            damaged[bit / 8] ^= 1 << (bit % 8)
+            guard let reader = try? TraceReader(bytes: damaged), let table = try? TraceRecordTable(reader: reader) else { continue }
+            var served = 0
+            // Backwards, then forwards: both cached chunks and both directions.
+            for i in Array((0..<table.count).reversed()) + Array(0..<table.count) {
+                guard let r = try? table.record(at: i) else { continue }
+                served += 1
+                if i >= records.count || r != records[i] { wrong.append(bit) }
+            }
+            // A flip in the chunks must cost some record; one in the index or trailer only makes the
+            // table walk the chunk headers instead.
+            if served == 2 * records.count && chunkBytes.contains(bit / 8) { unnoticed.append(bit) }
+        }
+        #expect(wrong.isEmpty, "a flipped bit made random access return a wrong record at bits \(wrong.prefix(20))")
+        #expect(unnoticed.isEmpty, "flips in the chunks that every record read survived: bits \(unnoticed.prefix(20))")
+    }
+
     @Test func anIncompleteTraceListsTheChunksThatCanBeWalked() throws {
         let (full, records) = try Self.manyChunks()
         let index = try #require(try TraceReader(bytes: full).index)
