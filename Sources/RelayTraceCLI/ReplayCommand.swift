@@ -118,7 +118,10 @@ enum ReplayCommand {
         if args.flag("step") {
             return interactive(replayer, ctx)
         }
+        let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
+        replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
         let stop = replayer.run(until: conditions)
+        progress.done()
         switch stop {
         case .finished:
             ctx.stdout.line("replayed \(replayer.records.count) records: no divergence (\(replayer.machine.lastGeneration.rawValue) generation(s), ended \(replayer.machine.phase))")

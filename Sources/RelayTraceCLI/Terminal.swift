@@ -53,6 +53,13 @@ final class Progress {
         guard enabled else { return }
         tick += 1
         guard tick & 1023 == 0 else { return }
+        report(records: records, bytes: bytes)
+    }
+
+    /// As `update`, for callers that report only every few thousand records (no call counting: the
+    /// clock decides).
+    func report(records: UInt64, bytes: UInt64) {
+        guard enabled else { return }
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let ms = (now.tv_sec - last.tv_sec) * 1000 + (now.tv_nsec - last.tv_nsec) / 1_000_000

@@ -98,6 +98,11 @@ public final class Replayer {
     public let checkpointInterval: Int
     /// How many records a divergence report shows before the divergent one.
     public var contextRecords = 8
+    /// Called by ``run(until:)`` with the position each time it reaches a multiple of
+    /// `progressInterval` (for a progress line; never by ``step()``).
+    public var onProgress: ((Int) -> Void)?
+    /// How many records apart ``onProgress`` is called.
+    public var progressInterval = 16_384
     /// The divergence that stopped the replay, if any.
     public private(set) var divergence: Divergence? {
         didSet { hasDiverged = divergence != nil || damage != nil }
@@ -312,10 +317,13 @@ public final class Replayer {
     @discardableResult
     public func run(until conditions: [ReplayCondition] = []) -> ReplayStop {
         let all = conditions + breakpoints
+        let interval = max(1, progressInterval)
         while !hasDiverged {
-            if !all.isEmpty, position < records.count {
+            // Conditions are tested first without building anything; only a record where one holds pays
+            // for the list of hits and their descriptions.
+            if !all.isEmpty, position < records.count, all.contains(where: { holds($0, before: position) }) {
                 let passed = position == pausedAt ? pausedHits : []
-                let hits = all.filter { !passed.contains($0.description) && holds($0, before: position) }
+                let hits = all.filter { holds($0, before: position) && !passed.contains($0.description) }
                 if let hit = hits.first {
                     if pausedAt != position { pausedHits = [] }
                     pausedAt = position
@@ -324,6 +332,7 @@ public final class Replayer {
                 }
             }
             if case .end = advance() { break }  // after a divergence or damage, the loop's test ends it
+            if position % interval == 0, let onProgress { onProgress(position) }
         }
         if let divergence { return .diverged(divergence) }
         if let damage { return .damaged(at: damage.record, damage.error) }

@@ -246,6 +246,28 @@ func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil)
         #expect(backward == forward.reversed())
     }
 
+    @Test func runReportsProgressEveryIntervalUpToWhereItStops() throws {
+        let path = try simulatedTrace("tour", duration: .seconds(600))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let replayer = try Replayer(path: path)
+        replayer.progressInterval = 100
+        var seen: [Int] = []
+        replayer.onProgress = { seen.append($0) }
+        let stopAt = replayer.records.count / 2 + 17
+        guard case .paused(let at, _) = replayer.run(until: [.record(stopAt)]) else {
+            Issue.record("must pause at record \(stopAt)")
+            return
+        }
+        #expect(at == stopAt)
+        #expect(seen == Array(stride(from: 100, through: stopAt, by: 100)))
+        seen = []
+        for _ in 0..<150 { replayer.step() }
+        #expect(seen.isEmpty, "stepping reports no progress")
+        let from = stopAt + 150
+        #expect(replayer.run() == .finished)
+        #expect(seen == Array(stride(from: (from / 100 + 1) * 100, through: replayer.records.count, by: 100)))
+    }
+
     @Test func runUntilStopsBeforeTheFirstMatchingRecord() throws {
         let path = try simulatedTrace("invalid-resume")
         defer { try? FileManager.default.removeItem(atPath: path) }
