@@ -85,7 +85,7 @@ enum ReplayCommand {
         }
         let replayer: Replayer
         do throws(ReplayError) {
-            replayer = try Replayer(path: path, allowDamaged: args.flag("allow-incomplete"), tuning: tuning)
+            replayer = try Replayer(path: path, allowDamaged: args.flag("allow-incomplete"), checkpointInterval: args.flag("step") ? 512 : Int.max, tuning: tuning)
         } catch {
             ctx.stderr.line("Error: \(error.message)")
             if let n = error.intactRecords, error.traceError?.code != .io {

@@ -81,7 +81,10 @@ public enum ReplayCondition: Sendable, CustomStringConvertible {
 /// for byte. The first difference stops the replay with a ``Divergence`` report.
 ///
 /// Stepping: ``step()``, ``run(until:)``, ``breakpoints``, and ``stepBack()`` (the machine is a value type:
-/// a checkpoint every `checkpointInterval` records, then forward again to the record before).
+/// a checkpoint every `checkpointInterval` records, then forward again to the record before). At most
+/// `maxCheckpoints` are kept: past that, every other one is dropped and the interval doubles, so memory
+/// stays bounded on a trace of any length and a step back replays at most `records / maxCheckpoints * 2`
+/// records.
 public final class Replayer {
     /// The trace's header.
     public let header: TraceHeader
@@ -94,8 +97,15 @@ public final class Replayer {
     public private(set) var position = 0
     /// Conditions that pause ``run(until:)`` (and the CLI's `continue`).
     public var breakpoints: [ReplayCondition] = []
-    /// Records between checkpoints for stepping backward.
+    /// Records between checkpoints for stepping backward (at the start; see `maxCheckpoints`).
     public let checkpointInterval: Int
+    /// The most checkpoints kept (at least 2): when a new one would exceed it, every other checkpoint is
+    /// dropped and the interval between them doubles.
+    public var maxCheckpoints = 1024
+    /// Checkpoints held now.
+    public var checkpointCount: Int { checkpoints.count }
+    /// Records between checkpoints now.
+    public private(set) var currentCheckpointInterval: Int
     /// How many records a divergence report shows before the divergent one.
     public var contextRecords = 8
     /// Called by ``run(until:)`` with the position each time it reaches a multiple of
@@ -155,6 +165,7 @@ public final class Replayer {
         self.header = header
         self.records = records
         self.checkpointInterval = max(1, checkpointInterval)
+        currentCheckpointInterval = max(1, checkpointInterval)
         let configuration: ClientConfiguration
         do { configuration = try ClientCapture.configuration(from: header) } catch {
             throw ReplayError(message: "the trace header does not describe a relay client: \(error)")
@@ -246,7 +257,11 @@ public final class Replayer {
             if pendingHead < pending.count && readProblem == nil { return diverge(extra: pending[pendingHead], at: records.count) }
             return .end
         }
-        if position % checkpointInterval == 0, checkpoints.last.map({ $0.position < position }) ?? true {
+        if position % currentCheckpointInterval == 0, checkpoints.last.map({ $0.position < position }) ?? true {
+            if checkpoints.count >= max(2, maxCheckpoints) { thinCheckpoints() }
+        }
+        if position % currentCheckpointInterval == 0, checkpoints.last.map({ $0.position < position }) ?? true {
+            // (Checked again: thinning doubles the interval, and this record may no longer be on it.)
             checkpoints.append(Checkpoint(position: position, machine: machine, pending: Array(pending[pendingHead...]),
                                           lastInputRecord: lastInputRecord))
         }
@@ -367,6 +382,14 @@ public final class Replayer {
         }
     }
 
+    /// Keeps every other checkpoint (the first, at record 0, always) and doubles the interval: the kept
+    /// ones sit at multiples of the new interval, and new ones follow at that spacing.
+    private func thinCheckpoints() {
+        guard currentCheckpointInterval <= Int.max / 2 else { return }
+        currentCheckpointInterval *= 2
+        checkpoints.removeAll { $0.position % currentCheckpointInterval != 0 }
+    }
+
     /// Starts again from the first record.
     public func rewind() {
         pausedAt = nil
@@ -378,6 +401,7 @@ public final class Replayer {
         divergence = nil
         damage = nil
         checkpoints = [Checkpoint(position: 0, machine: machine, pending: [], lastInputRecord: nil)]
+        currentCheckpointInterval = checkpointInterval
     }
 
     /// The state of the machine, readable.

@@ -268,6 +268,31 @@ func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil)
         #expect(seen == Array(stride(from: (from / 100 + 1) * 100, through: replayer.records.count, by: 100)))
     }
 
+    @Test func boundedCheckpointsThinOutAndSteppingBackStillRetracesEveryState() throws {
+        let path = try simulatedTrace("lease")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let replayer = try Replayer(path: path, checkpointInterval: 2)
+        replayer.maxCheckpoints = 5
+        var forward: [String] = ["\(replayer.snapshot)"]
+        var most = 0
+        while replayer.step() != nil {
+            forward.append("\(replayer.snapshot)")
+            most = max(most, replayer.checkpointCount)
+        }
+        #expect(replayer.divergence == nil)
+        #expect(forward.count > 100)
+        #expect(most <= 5, "never more checkpoints than allowed")
+        #expect(replayer.currentCheckpointInterval >= 2 * (forward.count / 2 / 5), "the interval doubled as the trace went on")
+        var backward: [String] = ["\(replayer.snapshot)"]
+        while replayer.stepBack() {
+            backward.append("\(replayer.snapshot)")
+            #expect(replayer.checkpointCount <= 5)
+        }
+        #expect(backward == forward.reversed())
+        replayer.rewind()
+        #expect(replayer.currentCheckpointInterval == 2 && replayer.checkpointCount == 1)
+    }
+
     @Test func runUntilStopsBeforeTheFirstMatchingRecord() throws {
         let path = try simulatedTrace("invalid-resume")
         defer { try? FileManager.default.removeItem(atPath: path) }
