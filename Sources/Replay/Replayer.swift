@@ -259,11 +259,11 @@ public final class Replayer {
         }
         if position % currentCheckpointInterval == 0, checkpoints.last.map({ $0.position < position }) ?? true {
             if checkpoints.count >= max(2, maxCheckpoints) { thinCheckpoints() }
-        }
-        if position % currentCheckpointInterval == 0, checkpoints.last.map({ $0.position < position }) ?? true {
-            // (Checked again: thinning doubles the interval, and this record may no longer be on it.)
-            checkpoints.append(Checkpoint(position: position, machine: machine, pending: Array(pending[pendingHead...]),
-                                          lastInputRecord: lastInputRecord))
+            // Thinning doubles the interval: this record may no longer be on it.
+            if position % currentCheckpointInterval == 0 {
+                checkpoints.append(Checkpoint(position: position, machine: machine, pending: Array(pending[pendingHead...]),
+                                              lastInputRecord: lastInputRecord))
+            }
         }
         let index = position
         let record: TraceRecord
