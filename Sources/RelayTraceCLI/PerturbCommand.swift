@@ -33,7 +33,12 @@ enum PerturbCommand {
                 return .dataError
             }
             runSeed = { p.run(seed: $0) }
-            shrink = { p.shrink($0).run }
+            shrink = {
+                let s = p.shrink($0)
+                var r = s.run
+                r.scriptNote = "\(s.taps) of \(p.tapCount) taps kept"
+                return r
+            }
             channel = "watch"
             deliveries = p.baselineDeliveries
         } else {
@@ -67,7 +72,7 @@ enum PerturbCommand {
                 ctx.stderr.line("Error: \(error)")
                 return RelayTraceCommand.exitCode(for: error)
             }
-            ctx.stdout.line("shrunk seed \(first.seed.map(String.init) ?? "?") from \(first.faults.count) to \(shrunk.faults.count) fault(s): \(shrunk.line)")
+            ctx.stdout.line("shrunk seed \(first.seed.map(String.init) ?? "?") from \(first.faults.count) to \(shrunk.faults.count) fault(s)" + (shrunk.scriptNote.map { ", \($0)" } ?? "") + ": \(shrunk.line)")
             ctx.stdout.line("wrote \(out) (\(shrunk.records.count) records) and \(out).faults.json")
         }
         return failures == 0 ? .success : .found

@@ -16,6 +16,8 @@ public struct PerturbedRun: Sendable {
     public var deliveries: Int
     /// The run's own records (inputs and actions through the capture codec), when asked for.
     public var records: [TraceRecord]
+    /// After shrinking: what became of the recorded script (e.g. `5 of 23 recorded inputs kept`).
+    public var scriptNote: String?
 
     /// A run's outcome.
     public init(seed: UInt64?, faults: [Fault], violation: InvariantViolation?, deliveries: Int, records: [TraceRecord] = []) {
@@ -96,6 +98,11 @@ public final class RelayPerturbation {
 
     /// Runs with `faults`; `record` keeps the run's own records.
     public func run(faults: [Fault], record: Bool = false) -> PerturbedRun {
+        run(faults: faults, records: records, record: record)
+    }
+
+    /// Runs with `faults` against `records` (the trace's, or fewer of its inputs when shrinking).
+    private func run(faults: [Fault], records: [TraceRecord], record: Bool) -> PerturbedRun {
         let replayer: WhatIfReplayer
         do { replayer = try WhatIfReplayer(header: header, records: records, machine: RelayClientMachine(configuration: configuration)) } catch {
             return PerturbedRun(seed: nil, faults: faults, violation: nil, deliveries: 0)
@@ -135,11 +142,24 @@ public final class RelayPerturbation {
     }
 
     /// Shrinks a failing run: the fault list reduced by delta debugging to a 1-minimal list that still
-    /// breaks the same invariant, run again with its records kept.
+    /// breaks the same invariant; then, with those faults, the recorded inputs (UI calls, lifecycle and
+    /// network changes, identity and auth answers; at most 600 runs) the same way. Returns the run of the
+    /// result with its records kept.
     public func shrink(_ failing: PerturbedRun) -> PerturbedRun {
         guard let broken = failing.violation?.invariant else { return failing }
         let minimal = DeltaDebugging.minimize(failing.faults) { run(faults: $0).violation?.invariant == broken }
-        return run(faults: minimal, record: true)
+        let inputs = records.indices.filter { records[$0].kind == .input }
+        func keeping(_ kept: [Int]) -> [TraceRecord] {
+            let drop = Set(inputs).subtracting(kept)
+            return records.indices.filter { !drop.contains($0) }.map { records[$0] }
+        }
+        let kept = DeltaDebugging.minimize(inputs, budget: 600) { keep in
+            run(faults: minimal, records: keeping(keep), record: false).violation?.invariant == broken
+        }
+        var r = run(faults: minimal, records: keeping(kept), record: true)
+        if r.violation?.invariant != broken { r = run(faults: minimal, record: true) }  // (ddmin keeps a failing set; defensive)
+        else { r.scriptNote = "\(kept.count) of \(inputs.count) recorded inputs kept" }
+        return r
     }
 }
 
@@ -214,6 +234,7 @@ public enum PerturbationOutput {
         var h = header
         var info: [String: JSONValue] = ["faults": Fault.json(run.faults)]
         if let s = run.seed { info["seed"] = .string(String(s)) }
+        if let note = run.scriptNote { info["script"] = .string(note) }
         if let v = run.violation {
             info["violation"] = .object(["invariant": .string(v.invariant), "timeNs": .int(v.time.nanoseconds), "detail": .string(v.detail)])
         }

@@ -56,6 +56,12 @@ import Trace
         let shrunk = p.shrink(failing)
         #expect(shrunk.violation?.invariant == "one-live-generation")
         #expect(!shrunk.faults.isEmpty && shrunk.faults.count <= failing.faults.count)
+        // The recorded inputs were shrunk too: the shrunk run was fed fewer of them.
+        let recordedInputs = p.records.filter { $0.kind == .input }.count
+        let note = try #require(shrunk.scriptNote)
+        let kept = try #require(Int(note.prefix { $0.isNumber }))
+        #expect(note == "\(kept) of \(recordedInputs) recorded inputs kept")
+        #expect(kept < recordedInputs, "\(note)")
         for i in shrunk.faults.indices {
             var fewer = shrunk.faults
             fewer.remove(at: i)
