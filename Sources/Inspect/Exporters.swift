@@ -217,93 +217,166 @@ extension Array where Element == UInt8 {
     mutating func be16(_ v: UInt16) { append(UInt8(v >> 8)); append(UInt8(v & 0xFF)) }
 }
 
-/// Builds a HAR 1.2 log with one entry per transport generation (`_resourceType: "websocket"`, the
-/// upgrade request with the recorded URL and headers, `_webSocketMessages` of
-/// `{type: send|receive, time: Unix seconds, opcode: 1|2, data}`; binary data in base64), the shape
-/// Chrome DevTools writes and loads. Keeps the messages in memory until `finish`.
+/// Builds a HAR 1.2 log in the shape Chrome DevTools' HAR importer (`front_end/models/har/HARFormat.ts`
+/// and `Importer.ts` in devtools-frontend) reads: one entry per socket (each `transportOpen` starts one,
+/// so a generation number a later client reuses gets its own entry), `_resourceType: "websocket"`, the
+/// upgrade request with the recorded `ws`/`wss` URL and headers (in the recorded order),
+/// `_webSocketMessages` of `{type: send|receive|error, time: Unix seconds, opcode, data}`: text frames
+/// opcode 1 with their text, binary (PTC1) frames opcode 2 with base64 data, the close the client sent
+/// or received opcode 8 with the base64 close payload (code and reason; codes 1005, 1006 and 1015 never
+/// travel in a frame, so those only appear in `_relaytraceClose`), a failure after the socket opened an
+/// `error` message (opcode -1). Timings: `wait` is the upgrade (open to opened), `receive` the socket's
+/// life after it; `time` is their sum, in milliseconds. A refused upgrade keeps its status; a failure
+/// sets `response._error`. Keeps the messages in memory until `finish`.
 public struct HARExporter {
     private struct Entry {
+        var generation: UInt64
         var url = "wss://relay.invalid/ws/device-link"
         var headers: [JSONValue] = []
         var start: Moment
+        var opened: Moment?
         var end: Moment
         var messages: [JSONValue] = []
-        var status = 101
+        var refusedStatus: Int?
+        var error: String?
+        var close: JSONValue?
     }
     private let startNs: Int64
-    private var entries: [UInt64: Entry] = [:]
-    private var order: [UInt64] = []
+    private var entries: [Entry] = []
+    /// The index in `entries` of each generation's latest socket.
+    private var current: [UInt64: Int] = [:]
 
     /// A HAR builder; times are `wallClockStartNs` + record time.
     public init(wallClockStartNs: Int64) { startNs = wallClockStartNs }
 
-    /// Adds a record.
+    private func unixSeconds(_ t: Moment) -> JSONValue { .double(Double(startNs &+ t.nanoseconds) / 1e9) }
+
+    /// Adds a record. Only the relay channel's socket records count: `transportOpen` (a new entry),
+    /// `transportOpened`, frames, `transportClosed` and `transportFailed`.
     public mutating func add(_ rec: InspectedRecord) {
         let r = rec.record
         guard let g = r.generation, r.channel == .relay else { return }
-        if entries[g] == nil {
-            entries[g] = Entry(start: r.time, end: r.time)
-            order.append(g)
+        switch r.kind {
+        case .transportOpen, .transportOpened, .frameText, .frameBinary, .transportClosed, .transportFailed: break
+        default: return
         }
-        let previousEnd = entries[g]?.end ?? r.time
-        entries[g]?.end = Swift.max(previousEnd, r.time)
-        let unix = Double(startNs &+ r.time.nanoseconds) / 1e9
+        let i: Int
+        if r.kind == .transportOpen || current[g] == nil {
+            // A socket whose opening the trace does not hold (a capture started mid-connection) still
+            // gets an entry, from its first record.
+            entries.append(Entry(generation: g, start: r.time, end: r.time))
+            i = entries.count - 1
+            current[g] = i
+        } else {
+            i = current[g] ?? 0
+        }
+        entries[i].end = Swift.max(entries[i].end, r.time)
+        let outbound = r.direction == .outbound
         switch r.kind {
         case .transportOpen:
-            if let u = rec.json?["url"]?.stringValue { entries[g]?.url = u }
-            switch rec.json?["headers"] {
-            case .object(let o)?:
-                entries[g]?.headers = o.sorted { $0.key < $1.key }.map { ["name": .string($0.key), "value": .string($0.value.stringValue ?? $0.value.jsonText)] }
-            case .array(let a)?:
-                entries[g]?.headers = a.compactMap { h in
-                    guard let n = h["name"]?.stringValue else { return nil }
-                    return ["name": .string(n), "value": .string(h["value"]?.stringValue ?? "")]
-                }
-            default: break
-            }
-        case .transportFailed:
-            if let s = rec.json?["status"]?.intValue { entries[g]?.status = Int(s) }
+            if let u = rec.json?["url"]?.stringValue { entries[i].url = u }
+            entries[i].headers = Self.headers(rec.json)
+        case .transportOpened:
+            if entries[i].opened == nil { entries[i].opened = r.time }
         case .frameText, .frameBinary:
+            // Frames prove the socket open even when the trace lacks its transportOpened.
+            if entries[i].opened == nil { entries[i].opened = r.time }
             let binary = r.kind == .frameBinary
-            entries[g]?.messages.append([
-                "type": .string(r.direction == .outbound ? "send" : "receive"),
-                "time": .double(unix),
+            entries[i].messages.append([
+                "type": .string(outbound ? "send" : "receive"),
+                "time": unixSeconds(r.time),
                 "opcode": .int(binary ? 2 : 1),
                 "data": .string(binary ? base64(r.payload) : r.payloadText),
             ])
+        case .transportClosed:
+            let code = rec.json?["code"]?.intValue
+            let reason = rec.json?["reason"]?.stringValue ?? ""
+            var close: [String: JSONValue] = ["by": .string(outbound ? "client" : "relay"), "reason": .string(reason)]
+            if let code { close["code"] = .int(code) }
+            entries[i].close = .object(close)
+            if let code, (1000...4999).contains(code), ![1004, 1005, 1006, 1015].contains(code) {
+                let payload = [UInt8(truncatingIfNeeded: code >> 8), UInt8(truncatingIfNeeded: code)] + Array(reason.utf8)
+                entries[i].messages.append([
+                    "type": .string(outbound ? "send" : "receive"), "time": unixSeconds(r.time), "opcode": 8,
+                    "data": .string(base64(payload)),
+                ])
+            }
+        case .transportFailed:
+            let error = rec.json?["error"]?.stringValue ?? "transport failed"
+            entries[i].error = error
+            if let s = rec.json?["status"]?.intValue, (100...599).contains(s) { entries[i].refusedStatus = Int(s) }
+            if entries[i].opened != nil, entries[i].refusedStatus == nil {
+                entries[i].messages.append(["type": "error", "time": unixSeconds(r.time), "opcode": -1, "data": .string(error)])
+            }
         default: break
         }
     }
 
+    /// The upgrade request's headers as HAR `{name, value}` objects: a `headers` object in
+    /// `headerOrder`'s order (then any others by name), or a `headers` array as it is.
+    private static func headers(_ json: JSONValue?) -> [JSONValue] {
+        func text(_ v: JSONValue) -> String { v.stringValue ?? v.jsonText }
+        switch json?["headers"] {
+        case .object(let o)?:
+            var seen = Set<String>()
+            var names: [String] = []
+            for n in json?["headerOrder"]?.arrayValue?.compactMap(\.stringValue) ?? [] where o[n] != nil && !seen.contains(n) {
+                names.append(n)
+                seen.insert(n)
+            }
+            names += o.keys.filter { !seen.contains($0) }.sorted()
+            return names.compactMap { n in o[n].map { ["name": .string(n), "value": .string(text($0))] } }
+        case .array(let a)?:
+            return a.compactMap { h in
+                guard let n = h["name"]?.stringValue else { return nil }
+                return ["name": .string(n), "value": .string(h["value"].map(text) ?? "")]
+            }
+        default:
+            return []
+        }
+    }
+
+    static let statusTexts: [Int: String] = [
+        101: "Switching Protocols", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+        426: "Upgrade Required", 429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
+        503: "Service Unavailable",
+    ]
+
     /// The HAR document.
     public func finish() -> JSONValue {
-        let list: [JSONValue] = order.compactMap { g in
-            guard let e = entries[g] else { return nil }
+        let list: [JSONValue] = entries.map { e in
             let started = rfc3339(unixNanoseconds: startNs &+ e.start.nanoseconds)
             let ms = Double((e.end - e.start).nanoseconds) / 1e6
-            let httpURL = e.url.replacingPrefix("wss://", "https://").replacingPrefix("ws://", "http://")
-            return [
+            let upgradeMs = e.opened.map { Double(($0 - e.start).nanoseconds) / 1e6 } ?? ms
+            // A socket that never opened and was not refused with a status has no HTTP status: 0, as
+            // DevTools records a failed request.
+            let status = e.refusedStatus ?? (e.opened != nil ? 101 : 0)
+            var response: [String: JSONValue] = [
+                "status": .int(Int64(status)), "statusText": .string(Self.statusTexts[status] ?? ""),
+                "httpVersion": "HTTP/1.1",
+                "headers": status == 101 ? [["name": "Upgrade", "value": "websocket"], ["name": "Connection", "value": "Upgrade"]] : [],
+                "cookies": [], "content": ["size": 0, "mimeType": "x-unknown"], "redirectURL": "", "headersSize": -1, "bodySize": 0,
+            ]
+            if let error = e.error { response["_error"] = .string(error) }
+            var entry: [String: JSONValue] = [
                 "startedDateTime": .string(started),
                 "time": .double(ms),
-                "request": ["method": "GET", "url": .string(httpURL), "httpVersion": "HTTP/1.1", "headers": .array(e.headers),
+                "request": ["method": "GET", "url": .string(e.url), "httpVersion": "HTTP/1.1", "headers": .array(e.headers),
                             "queryString": [], "cookies": [], "headersSize": -1, "bodySize": 0],
-                "response": ["status": .int(Int64(e.status)), "statusText": e.status == 101 ? "Switching Protocols" : "",
-                             "httpVersion": "HTTP/1.1", "headers": [["name": "Upgrade", "value": "websocket"]], "cookies": [],
-                             "content": ["size": 0, "mimeType": "x-unknown"], "redirectURL": "", "headersSize": -1, "bodySize": 0],
+                "response": .object(response),
                 "cache": [:],
-                "timings": ["blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": .double(ms), "receive": 0],
+                "timings": ["blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": .double(upgradeMs),
+                            "receive": .double(Swift.max(0, ms - upgradeMs))],
                 "_resourceType": "websocket",
-                "_relaytraceGeneration": .int(Int64(bitPattern: g)),
+                "_relaytraceGeneration": .int(Int64(bitPattern: e.generation)),
                 "_webSocketMessages": .array(e.messages),
             ]
+            if let close = e.close { entry["_relaytraceClose"] = close }
+            return .object(entry)
         }
         return ["log": ["version": "1.2", "creator": ["name": "relaytrace", "version": .string(TraceHeaderVersion.tool)],
                         "pages": [], "entries": .array(list)]]
     }
-}
-
-extension String {
-    func replacingPrefix(_ p: String, _ q: String) -> String { hasPrefix(p) ? q + dropFirst(p.count) : self }
 }
 
 /// Standard base64 with padding.

@@ -211,7 +211,7 @@ enum ExportCommand {
     static let spec = CommandSpec(
         name: "export",
         abstract: "Export a trace as pcapng (Wireshark/tshark), HAR (Chrome DevTools), JSONL (DuckDB, jq) or Chrome trace-event JSON.",
-        discussion: "pcapng: one interface per transport generation named gen<N> (tshark: frame.interface_name == \"gen2\"), link type 252 exported PDUs for the websocket dissector (tshark -o websocket.text_type:\"As JSON\"). har: one entry per generation with _resourceType websocket and _webSocketMessages. jsonl: the 'frames --format jsonl' lines. chrome-trace: tracks per generation, slices for RPCs, async spans for leases (chrome://tracing, ui.perfetto.dev). Shows a progress line on a terminal.",
+        discussion: "pcapng: one interface per transport generation named gen<N> (tshark: frame.interface_name == \"gen2\"), link type 252 exported PDUs for the websocket dissector (tshark -o websocket.text_type:\"As JSON\"). har: one entry per socket (transport generation) with _resourceType websocket and _webSocketMessages, the shape Chrome DevTools' HAR importer reads. jsonl: the 'frames --format jsonl' lines. chrome-trace: tracks per generation, slices for RPCs, async spans for leases (chrome://tracing, ui.perfetto.dev). Shows a progress line on a terminal.",
         arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
         options: [
             OptionSpec(long: "format", valueName: "format", help: "pcapng, har, jsonl or chrome-trace.", allowed: ["pcapng", "har", "jsonl", "chrome-trace"]),

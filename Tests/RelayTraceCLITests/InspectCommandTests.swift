@@ -290,7 +290,7 @@ func corruptCopy(_ path: String) throws -> String {
         let entries = try #require(har["log"]?["entries"]?.arrayValue)
         #expect(entries.count == 3)
         #expect(entries.allSatisfy { $0["_resourceType"] == "websocket" })
-        #expect(entries[0]["request"]?["url"] == "https://relay.example/ws/device-link")
+        #expect(entries[0]["request"]?["url"] == "wss://relay.example/ws/device-link")
         #expect(entries[0]["startedDateTime"] == "2026-01-15T10:00:00.010Z")
         let msgs = try #require(entries[0]["_webSocketMessages"]?.arrayValue)
         #expect(msgs.count == 20)
