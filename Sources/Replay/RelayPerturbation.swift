@@ -18,6 +18,9 @@ public struct PerturbedRun: Sendable {
     public var records: [TraceRecord]
     /// After shrinking: what became of the recorded script (e.g. `5 of 23 recorded inputs kept`).
     public var scriptNote: String?
+    /// After shrinking a relay run: the record numbers (in the perturbed trace) of the recorded inputs
+    /// kept; the other recorded inputs were left out of the run.
+    public var keptInputs: [Int]?
 
     /// A run's outcome.
     public init(seed: UInt64?, faults: [Fault], violation: InvariantViolation?, deliveries: Int, records: [TraceRecord] = []) {
@@ -101,6 +104,19 @@ public final class RelayPerturbation {
         run(faults: faults, records: records, record: record)
     }
 
+    /// Runs with `faults` with only the recorded inputs at these record numbers (the other `input` records
+    /// left out: a shrunk script, see ``PerturbedRun/keptInputs``); nil keeps them all.
+    public func run(faults: [Fault], keepingInputs kept: [Int]?, record: Bool = false) -> PerturbedRun {
+        guard let kept else { return run(faults: faults, record: record) }
+        return run(faults: faults, records: records(keepingInputs: kept), record: record)
+    }
+
+    /// The trace's records with only the `input` records at `kept`.
+    private func records(keepingInputs kept: [Int]) -> [TraceRecord] {
+        let keep = Set(kept)
+        return records.indices.filter { records[$0].kind != .input || keep.contains($0) }.map { records[$0] }
+    }
+
     /// Runs with `faults` against `records` (the trace's, or fewer of its inputs when shrinking).
     private func run(faults: [Fault], records: [TraceRecord], record: Bool) -> PerturbedRun {
         let replayer: WhatIfReplayer
@@ -143,22 +159,23 @@ public final class RelayPerturbation {
 
     /// Shrinks a failing run: the fault list reduced by delta debugging to a 1-minimal list that still
     /// breaks the same invariant; then, with those faults, the recorded inputs (UI calls, lifecycle and
-    /// network changes, identity and auth answers; at most 600 runs) the same way. Returns the run of the
-    /// result with its records kept.
+    /// network changes, identity and auth answers; at most 600 runs) the same way; then the faults once
+    /// more against the kept inputs (fault targets are delivery numbers, and fewer inputs can mean other
+    /// deliveries), so the result is 1-minimal for the script it runs. Returns the run of the result with
+    /// its records kept, `keptInputs` and `scriptNote`.
     public func shrink(_ failing: PerturbedRun) -> PerturbedRun {
         guard let broken = failing.violation?.invariant else { return failing }
         let minimal = DeltaDebugging.minimize(failing.faults) { run(faults: $0).violation?.invariant == broken }
         let inputs = records.indices.filter { records[$0].kind == .input }
-        func keeping(_ kept: [Int]) -> [TraceRecord] {
-            let drop = Set(inputs).subtracting(kept)
-            return records.indices.filter { !drop.contains($0) }.map { records[$0] }
-        }
         let kept = DeltaDebugging.minimize(inputs, budget: 600) { keep in
-            run(faults: minimal, records: keeping(keep), record: false).violation?.invariant == broken
+            run(faults: minimal, records: records(keepingInputs: keep), record: false).violation?.invariant == broken
         }
-        var r = run(faults: minimal, records: keeping(kept), record: true)
-        if r.violation?.invariant != broken { r = run(faults: minimal, record: true) }  // (ddmin keeps a failing set; defensive)
-        else { r.scriptNote = "\(kept.count) of \(inputs.count) recorded inputs kept" }
+        let script = records(keepingInputs: kept)
+        let faults = DeltaDebugging.minimize(minimal) { run(faults: $0, records: script, record: false).violation?.invariant == broken }
+        var r = run(faults: faults, records: script, record: true)
+        guard r.violation?.invariant == broken else { return run(faults: minimal, record: true) }  // (ddmin keeps a failing set; defensive)
+        r.keptInputs = kept
+        r.scriptNote = "\(kept.count) of \(inputs.count) recorded inputs kept"
         return r
     }
 }
@@ -235,6 +252,7 @@ public enum PerturbationOutput {
         var info: [String: JSONValue] = ["faults": Fault.json(run.faults)]
         if let s = run.seed { info["seed"] = .string(String(s)) }
         if let note = run.scriptNote { info["script"] = .string(note) }
+        if let kept = run.keptInputs { info["keptInputs"] = .array(kept.map { .int(Int64($0)) }) }
         if let v = run.violation {
             info["violation"] = .object(["invariant": .string(v.invariant), "timeNs": .int(v.time.nanoseconds), "detail": .string(v.detail)])
         }

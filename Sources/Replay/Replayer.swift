@@ -83,8 +83,8 @@ public enum ReplayCondition: Sendable, CustomStringConvertible {
 /// Stepping: ``step()``, ``run(until:)``, ``breakpoints``, and ``stepBack()`` (the machine is a value type:
 /// a checkpoint every `checkpointInterval` records, then forward again to the record before). At most
 /// `maxCheckpoints` are kept: past that, every other one is dropped and the interval doubles, so memory
-/// stays bounded on a trace of any length and a step back replays at most `records / maxCheckpoints * 2`
-/// records.
+/// stays bounded on a trace of any length and a step back replays at most the larger of
+/// `checkpointInterval` and about `2 * records / maxCheckpoints` records.
 public final class Replayer {
     /// The trace's header.
     public let header: TraceHeader
@@ -347,7 +347,7 @@ public final class Replayer {
                 }
             }
             if case .end = advance() { break }  // after a divergence or damage, the loop's test ends it
-            if position % interval == 0, let onProgress { onProgress(position) }
+            if !hasDiverged, position % interval == 0, let onProgress { onProgress(position) }
         }
         if let divergence { return .diverged(divergence) }
         if let damage { return .damaged(at: damage.record, damage.error) }

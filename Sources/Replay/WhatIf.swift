@@ -96,6 +96,8 @@ public final class WhatIfReplayer {
     /// resumed session) is delivered as recorded, not matched.
     private var earlierRequests: Set<String> = []
     private var deliveries = 0
+    /// Deliveries made by the lives before this one (the ordinals faults target are over the whole run).
+    private var deliveryBase = 0
     private var held: (Generation, WireFrame)?
 
     private struct Answer {
@@ -113,7 +115,9 @@ public final class WhatIfReplayer {
     private var registerAnswers: [[Answer]] = []
     private var heartbeatAnswers: [[Answer]] = []
     private var rpcAnswers: [String: [[Answer]]] = [:]  // method -> per occurrence
-    private var openOutcomes: [(delay: Duration, failure: TransportFailure?)] = []
+    /// The outcome of each recorded socket opening, in the order of the openings; nil for one the
+    /// recording never saw answered (the trace or the process ended while it was connecting).
+    private var openOutcomes: [(delay: Duration, failure: TransportFailure?)?] = []
     private var recordedGenerations: [UInt64] = []
     // What the actual client has sent so far.
     private var registersSent = 0
@@ -186,6 +190,7 @@ public final class WhatIfReplayer {
             life.onAction = onAction
             if let fate = inboundFate {
                 let base = deliveredBefore
+                life.deliveryBase = base
                 life.inboundFate = { fate($0 + base) }
             }
             // A life ends when the process dies (the next marker), not at its last record.
@@ -227,7 +232,7 @@ public final class WhatIfReplayer {
         var requestAt: [String: (method: String, occurrence: Int, time: Moment)] = [:]
         var methodCount: [String: Int] = [:]
         var sendTimes: [UInt64: Moment] = [:]
-        var openAt: [UInt64: Moment] = [:]
+        var openAt: [UInt64: (time: Moment, slot: Int)] = [:]
         var opened: Set<UInt64> = []
         for (i, r) in records.enumerated() {
             if afterRestart, r.direction == .inbound, let g = r.generation, !opened.contains(g),
@@ -241,13 +246,17 @@ public final class WhatIfReplayer {
             if r.kind == .transportOpen, let g = r.generation { opened.insert(g) }
             switch r.kind {
             case .transportOpen:
-                if let g = r.generation { openAt[g] = r.time; recordedGenerations.append(g) }
+                if let g = r.generation {
+                    openAt[g] = (r.time, openOutcomes.count)
+                    openOutcomes.append(nil)
+                    recordedGenerations.append(g)
+                }
             case .transportOpened:
-                if let g = r.generation, let t = openAt.removeValue(forKey: g) { openOutcomes.append((r.time - t, nil)) }
+                if let g = r.generation, let o = openAt.removeValue(forKey: g) { openOutcomes[o.slot] = (r.time - o.time, nil) }
             case .transportFailed:
-                if let g = r.generation, let t = openAt.removeValue(forKey: g), let input = try? ClientRecordCodec.decodeInput(r),
+                if let g = r.generation, let o = openAt.removeValue(forKey: g), let input = try? ClientRecordCodec.decodeInput(r),
                    case .transportFailed(_, let failure) = input {
-                    openOutcomes.append((r.time - t, failure))
+                    openOutcomes[o.slot] = (r.time - o.time, failure)
                 }
             case .transportClosed where r.direction == .inbound:
                 if let g = r.generation, let input = try? ClientRecordCodec.decodeInput(r), case .transportClosed(_, let code, let reason) = input {
@@ -409,7 +418,7 @@ public final class WhatIfReplayer {
             held = (g, frame)
             return
         case .kill:
-            feed(.transportClosed(g, code: 1006, reason: "perturbation: socket killed at inbound frame \(deliveries - 1)"))
+            feed(.transportClosed(g, code: 1006, reason: "perturbation: socket killed at inbound frame \(deliveryBase + deliveries - 1)"))
         }
         if let (hg, hf) = held {
             held = nil
@@ -427,8 +436,11 @@ public final class WhatIfReplayer {
         case .openTransport(let g, _, _):
             actualGenerations.append(g)
             if opensSent < openOutcomes.count {
-                let o = openOutcomes[opensSent]
-                queue.push(o.failure.map { .failed(g, $0) } ?? .opened(g), at: now + o.delay)
+                if let o = openOutcomes[opensSent] {
+                    queue.push(o.failure.map { .failed(g, $0) } ?? .opened(g), at: now + o.delay)
+                } else {
+                    report.unanswered.append("\(now) open \(g): never answered in the recording either (it ended while connecting); left pending")
+                }
             } else {
                 report.unanswered.append("\(now) open \(g): the recording has no more socket openings; accepted at once")
                 queue.push(.opened(g), at: now)

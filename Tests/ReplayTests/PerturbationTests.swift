@@ -62,10 +62,19 @@ import Trace
         let kept = try #require(Int(note.prefix { $0.isNumber }))
         #expect(note == "\(kept) of \(recordedInputs) recorded inputs kept")
         #expect(kept < recordedInputs, "\(note)")
+        let keptInputs = try #require(shrunk.keptInputs)
+        #expect(keptInputs.count == kept && keptInputs.allSatisfy { p.records[$0].kind == .input })
+        #expect(shrunk.records.filter { $0.kind == .input }.count == kept, "the shrunk run was fed exactly the kept inputs")
+        #expect(p.run(faults: shrunk.faults, keepingInputs: keptInputs).violation?.invariant == "one-live-generation", "the shrunk faults and script reproduce it")
+        for i in keptInputs.indices {
+            var fewer = keptInputs
+            fewer.remove(at: i)
+            #expect(p.run(faults: shrunk.faults, keepingInputs: fewer).violation == nil, "input #\(keptInputs[i]) is not needed: not minimal")
+        }
         for i in shrunk.faults.indices {
             var fewer = shrunk.faults
             fewer.remove(at: i)
-            #expect(p.run(faults: fewer).violation == nil, "removing \(shrunk.faults[i]) still breaks: not minimal")
+            #expect(p.run(faults: fewer, keepingInputs: shrunk.keptInputs).violation == nil, "removing \(shrunk.faults[i]) still breaks: not minimal")
         }
         // Written out as a trace (the run's own records) plus the fault list.
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("shrunk-\(UInt64.random(in: 0...UInt64.max)).rtrace").path

@@ -86,6 +86,79 @@ extension WhatIfReplayTests {
         #expect(!deadTimers.isEmpty, "the dead client had timers armed past its death")
     }
 
+    @Test func anUnchangedClientAcrossARestartSaysWhatTheRecordedOneSaid() throws {
+        // The dead process's late frames reach the fresh client as recorded: it calls them stale (a frame
+        // on the dead g2) or answers to no pending call, word for word as the recorded client did.
+        let (header, records) = try load("offline-queue")
+        let report = try WhatIfReplayer(header: header, records: records).run()
+        let recorded = records.compactMap { r -> String? in
+            guard r.kind == .action, let j = try? JSONValue(parsing: r.payload), j["action"] == "diagnostic" else { return nil }
+            return j["text"]?.stringValue
+        }
+        let replayed = report.actions.compactMap { if case .diagnostic(let d) = $0.action { d.description } else { nil } }
+        #expect(recorded.contains { $0.hasPrefix("stale frame on g2") }, "the trace has a frame of the dead process")
+        #expect(replayed == recorded)
+    }
+
+    @Test func recordNumbersInAReportAfterARestartAreTheTrace() throws {
+        let (header, records) = try load("offline-queue")
+        let marker = try #require(records.firstIndex { $0.kind == .marker })
+        // The restarted client loads an empty offline queue: it never resends, so the recorded answer to
+        // the resend has no counterpart. The report must name that answer's record in the whole trace.
+        let loaded = try #require(records.indices.first { $0 > marker && records[$0].kind == .input && records[$0].payloadText.contains("offlineQueue.loaded") })
+        var changed = records
+        changed[loaded].payload = Array(#"{"input":"offlineQueue.loaded","mutations":[]}"#.utf8)
+        func message(_ i: Int) -> RelayMessage? { try? RelayMessage(decodingText: records[i].payloadText) }
+        let resend = try #require(records.indices.first { i in
+            guard i > marker, records[i].kind == .frameText, records[i].direction == .outbound, case .rpcRequest? = message(i) else { return false }
+            return true
+        })
+        guard case .rpcRequest(let request)? = message(resend) else { return }
+        let answer = try #require(records.indices.first { i in
+            guard i > resend, records[i].direction == .inbound, case .rpcResponse(let r)? = message(i) else { return false }
+            return r.id == request.id
+        })
+        let report = try WhatIfReplayer(header: header, records: changed).run()
+        #expect(report.unmatched.contains { $0.record == answer && $0.type == "rpc.response" }, "\(report); expected #\(answer)")
+        #expect(report.unmatched.allSatisfy { $0.record > marker })
+    }
+
+    @Test func aFaultTargetCountsDeliveriesAcrossLives() throws {
+        let (header, records) = try load("offline-queue")
+        let restartAt = try #require(records.first { $0.kind == .marker }).time
+        let p = try RelayPerturbation(header: header, records: records)
+        let clean = p.run(faults: [], record: true)
+        // The clean run's own records: inbound frames fed before the restart are the first life's deliveries.
+        let frames = clean.records.filter { $0.kind == .frameText && $0.direction == .inbound }
+        let firstLife = frames.filter { $0.time < restartAt }.count
+        // The second life's first delivery: the first frame on a socket the fresh client opened (frames
+        // on the dead process's sockets are fed as recorded, not delivered).
+        let opened = clean.records.filter { $0.kind == .transportOpen && $0.time >= restartAt }
+        let firstOfSecondLife = try #require(frames.first { f in
+            f.time > restartAt && opened.contains { $0.generation == f.generation && $0.time <= f.time }
+        })
+        #expect(p.baselineDeliveries > firstLife)
+        let killed = p.run(faults: [Fault(kind: .kill, target: firstLife, amount: .zero)], record: true)
+        let close = try #require(killed.records.first { $0.kind == .transportClosed && $0.payloadText.contains("perturbation") })
+        #expect(close.payloadText.contains("killed at inbound frame \(firstLife)"), "\(close.payloadText)")
+        #expect(close.time == firstOfSecondLife.time, "the kill replaced the second life's first delivery")
+        let before = { (r: PerturbedRun) in r.records.filter { $0.time < restartAt } }
+        #expect(before(killed) == before(clean), "the first life is untouched")
+    }
+
+    @Test func anOpenTheRecordingNeverSawAnsweredStaysPending() throws {
+        let (header, records) = try load("tour")
+        // The recording ends while the second socket is connecting.
+        let opens = records.indices.filter { records[$0].kind == .transportOpen }
+        try #require(opens.count >= 2)
+        let cut = Array(records[...opens[1]])
+        let report = try WhatIfReplayer(header: header, records: cut).run()
+        let recordedOut = cut.filter { $0.kind == .frameText && $0.direction == .outbound }.count
+        let sent = report.actions.filter { if case .send = $0.action { true } else { false } }.count
+        #expect(sent == recordedOut, "no register on a socket the recording never saw open")
+        #expect(report.unanswered.contains { $0.contains("never answered in the recording either") }, "\(report)")
+    }
+
     @Test func perturbationFollowsARestartInsteadOfRunningNothing() throws {
         let (header, records) = try load("offline-queue")
         let p = try RelayPerturbation(header: header, records: records)
