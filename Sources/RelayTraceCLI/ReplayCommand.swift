@@ -42,6 +42,7 @@ enum ReplayCommand {
             OptionSpec(long: "set", valueName: "name=time,...", help: "Change the client's timing for the replay (a what-if experiment): " + ClientTuning.names.keys.sorted().joined(separator: ", ") + "."),
             OptionSpec(long: "perturb", valueName: "seeds", help: "Perturbation replay: one run per seed (SEED or A..B) with seeded faults; report seeds that break an invariant."),
             OptionSpec(long: "shrink", valueName: "out", help: "With --perturb: write the first failure, shrunk to a minimal fault list, as a trace at OUT (faults in OUT.faults.json)."),
+            OptionSpec(long: "format", valueName: "format", help: "Output format of the result (not with --step or --perturb): text or json.", allowed: ["text", "json"], defaultValue: "text"),
             OptionSpec(long: "allow-incomplete", help: "Replay a trace without index and trailer (a recorder that was killed) up to its last intact record."),
             OptionSpec(long: "what-if", help: "Run the client against the recorded peer instead: timers from the virtual clock, recorded answers matched to what the client actually sends; report frames without a counterpart."),
         ],
@@ -64,6 +65,10 @@ enum ReplayCommand {
             } catch {
                 return RelayTraceCommand.usageError(error, ctx)
             }
+        }
+        let json = args.value("format") == "json"
+        if json && (args.flag("step") || args.value("perturb") != nil) {
+            return RelayTraceCommand.usageError(UsageError(message: "--format json is for a replay's result; --step and --perturb write text", commandPath: command), ctx)
         }
         if let seeds = args.value("perturb") {
             guard !args.flag("step"), !args.flag("what-if"), args.value("until") == nil, args.value("break") == nil else {
@@ -108,7 +113,13 @@ enum ReplayCommand {
             }
             do throws(ReplayError) {
                 let report = try WhatIfReplayer(header: replayer.header, records: records, machine: replayer.machine).run()
-                ctx.stdout.line(report.description)
+                if json {
+                    var o = ["file": JSONValue.string(path), "result": .string(report.unmatched.isEmpty ? "matched" : "unmatched")]
+                    if case .object(let r) = report.json { o.merge(r) { a, _ in a } }
+                    ctx.stdout.line(JSONValue.object(o).prettyText())
+                } else {
+                    ctx.stdout.line(report.description)
+                }
                 return report.unmatched.isEmpty ? .success : .found
             } catch {
                 ctx.stderr.line("Error: \(error.message)")
@@ -122,6 +133,7 @@ enum ReplayCommand {
         replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
         let stop = replayer.run(until: conditions)
         progress.done()
+        if json { return result(stop, replayer, path: path, ctx) }
         switch stop {
         case .finished:
             ctx.stdout.line("replayed \(replayer.records.count) records: no divergence (\(replayer.machine.lastGeneration.rawValue) generation(s), ended \(replayer.machine.phase))")
@@ -140,6 +152,39 @@ enum ReplayCommand {
             ctx.stderr.line("Error: \(path): damaged at record #\(at) (the \(at) records before it replayed without divergence): \(error.description)")
             return RelayTraceCommand.exitCode(for: error)
         }
+    }
+
+    /// `--format json`: the result as one JSON object on stdout (a damage also on stderr), with the same
+    /// exit code as the text form.
+    static func result(_ stop: ReplayStop, _ r: Replayer, path: String, _ ctx: CLIContext) -> ExitCode {
+        var o: [String: JSONValue] = [
+            "file": .string(path), "records": .int(Int64(r.records.count)), "position": .int(Int64(r.position)),
+            "generations": .int(Int64(bitPattern: r.machine.lastGeneration.rawValue)), "phase": .string("\(r.machine.phase)"),
+        ]
+        if let problem = r.readProblem { o["incomplete"] = .string(problem.description) }
+        let code: ExitCode
+        switch stop {
+        case .finished:
+            o["result"] = "finished"
+            code = .success
+        case .paused(let at, let why):
+            o["result"] = "paused"
+            o["paused"] = ["record": .int(Int64(at)), "reason": .string(why)]
+            o["state"] = r.snapshot.json
+            code = .success
+        case .diverged(let d):
+            o["result"] = "diverged"
+            o["divergence"] = d.json
+            code = .found
+        case .damaged(let at, let error):
+            o["result"] = "damaged"
+            o["damage"] = ["record": .int(Int64(at)), "code": .string(error.code.rawValue),
+                           "offset": error.offset.map { .int(Int64(bitPattern: $0)) } ?? .null, "message": .string(error.description)]
+            ctx.stderr.line("Error: \(path): damaged at record #\(at): \(error.description)")
+            code = RelayTraceCommand.exitCode(for: error)
+        }
+        ctx.stdout.line(JSONValue.object(o).prettyText())
+        return code
     }
 
     /// The exit code of an interactive replay: the damage's, 1 after a divergence, else 0.

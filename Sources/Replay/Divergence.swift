@@ -58,6 +58,19 @@ public struct Divergence: Sendable, Equatable, CustomStringConvertible {
         return lines.joined(separator: "\n")
     }
 
+    /// The report as JSON (for scripts and CI): `record`, `time` (s), `timeNs`, `generation`, `kind`,
+    /// `rule` {section, summary}, `expected`, `actual`, `differences`, `context`.
+    public var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "record": .int(Int64(record)), "time": .double(time.seconds), "timeNs": .int(time.nanoseconds),
+            "kind": .string(kind.rawValue), "expected": .string(expected), "actual": .string(actual),
+            "differences": .array(jsonDifferences.map { .string($0) }), "context": .array(context.map { .string($0) }),
+        ]
+        if let generation { o["generation"] = .int(Int64(bitPattern: generation)) }
+        if let rule { o["rule"] = ["section": .string(rule.section), "summary": .string(rule.summary)] }
+        return .object(o)
+    }
+
     static func json(after line: String) -> JSONValue? {
         guard let brace = line.firstIndex(of: "{") else { return nil }
         return try? JSONValue(parsing: String(line[brace...]))
@@ -165,6 +178,40 @@ public struct ReplaySnapshot: Sendable, CustomStringConvertible {
     public var position: Int
     /// The records in the trace.
     public var records: Int
+
+    /// The same picture as JSON: `record`, `records`, `timeNs`, `phase`, `generation` (null when no
+    /// socket), `lastGeneration`, `desktop`, `network`, `app`, `mediaPlaying`, `resume` {token, ownership},
+    /// `epoch` (null or {id, reason, deadlineNs, failedProbes}), `calls` [{callId, method, requestId,
+    /// sentOn, deadlineNs}], `timers` [{timer, deadlineNs}], `lease` (null or {sessionId, sinceNs,
+    /// nextRenewalNs}).
+    public var json: JSONValue {
+        let m = machine
+        var o: [String: JSONValue] = [
+            "record": .int(Int64(position)), "records": .int(Int64(records)), "timeNs": .int(m.now.nanoseconds),
+            "phase": .string("\(m.phase)"), "generation": m.generation.map { .int(Int64(bitPattern: $0.rawValue)) } ?? .null,
+            "lastGeneration": .int(Int64(bitPattern: m.lastGeneration.rawValue)), "desktop": .string("\(m.desktopStatus)"),
+            "network": .string("\(m.networkPath)"), "app": .string(m.appState.rawValue), "mediaPlaying": .bool(m.mediaPlaying),
+            "resume": ["token": .bool(m.resumeCredentials != nil), "ownership": .string("\(m.resumeOwnership)")],
+        ]
+        if let e = m.epoch {
+            o["epoch"] = ["id": .int(Int64(bitPattern: e.id)), "reason": .string(e.reason.rawValue),
+                          "deadlineNs": .int(e.deadline.nanoseconds), "failedProbes": .int(Int64(e.failedProbes))]
+        } else {
+            o["epoch"] = .null
+        }
+        o["calls"] = .array(m.pendingCalls.all.map { c in
+            ["callId": .string("\(c.callId)"), "method": .string(c.method), "requestId": .string(c.requestId),
+             "sentOn": c.sentOn.map { .int(Int64(bitPattern: $0.rawValue)) } ?? .null, "deadlineNs": .int(c.deadline.nanoseconds)]
+        })
+        o["timers"] = .array(m.armedTimers.map { ["timer": .string("\($0.id)"), "deadlineNs": .int($0.deadline.nanoseconds)] })
+        if let lease = m.interest.lease(for: m.configuration.desktopId) {
+            o["lease"] = ["sessionId": .string(lease.sessionId), "sinceNs": .int(lease.since.nanoseconds),
+                          "nextRenewalNs": lease.nextRenewal.map { .int($0.nanoseconds) } ?? .null]
+        } else {
+            o["lease"] = .null
+        }
+        return .object(o)
+    }
 
     /// Phase, generation, pending calls, armed timers, lease, epoch, resume ownership.
     public var description: String {

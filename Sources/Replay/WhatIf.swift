@@ -30,6 +30,18 @@ public struct WhatIfReport: Sendable, CustomStringConvertible {
     /// The virtual time at the end.
     public var end: Moment = .zero
 
+    /// The report as JSON: `inputs`, `actions` (a count), `endNs`, `unmatched` [{record, timeNs, type,
+    /// reason}], `unanswered` (lines).
+    public var json: JSONValue {
+        [
+            "inputs": .int(Int64(inputs)), "actions": .int(Int64(actions.count)), "endNs": .int(end.nanoseconds),
+            "unmatched": .array(unmatched.map { u in
+                ["record": .int(Int64(u.record)), "timeNs": .int(u.time.nanoseconds), "type": .string(u.type), "reason": .string(u.reason)]
+            }),
+            "unanswered": .array(unanswered.map { .string($0) }),
+        ]
+    }
+
     /// A summary: counts, then every unmatched frame and unanswered request.
     public var description: String {
         var lines = ["what-if replay: \(inputs) inputs fed, \(actions.count) actions, ended at \(end)"]

@@ -70,6 +70,13 @@ import Trace
         #expect(r.stderr.contains("byte offset \(victim.offset)"), "\(r.stderr)")
         let whatIf = try relaytrace(["replay", "--what-if", path])
         #expect(whatIf.status == 65, "\(whatIf.stderr)")
+        let asJSON = try relaytrace(["replay", path, "--format", "json"])
+        #expect(asJSON.status == 65)
+        let j = try JSONValue(parsing: asJSON.stdout)
+        #expect(j["result"] == "damaged")
+        #expect(j["damage"]?["record"]?.intValue == Int64(victim.firstRecord))
+        #expect(j["damage"]?["offset"]?.intValue == Int64(victim.offset))
+        #expect(j["damage"]?["code"] == "checksumMismatch")
         let stepped = try sh("printf 'continue\\nquit\\n' | \"$RT\" replay '\(path)' --step")
         #expect(stepped.status == 65, "\(stepped.stdout)")
         #expect(stepped.stdout.contains("the trace is damaged at record #\(victim.firstRecord)"))
@@ -103,6 +110,33 @@ import Trace
         #expect(diverged.stdout.contains("divergence at record #\(target.number)"))
         #expect(diverged.stdout.contains("SPEC A7"))
         #expect(diverged.stdout.contains("$.deadline: expected 300000000, got 265000000"))
+
+        // The same results as JSON, for scripts: same exit codes, the report's parts as members.
+        let okJSON = try relaytrace(["replay", path, "--format", "json"])
+        #expect(okJSON.status == 0)
+        let ok1 = try JSONValue(parsing: okJSON.stdout)
+        #expect(ok1["result"] == "finished")
+        #expect(ok1["position"] == ok1["records"])
+        let divJSON = try relaytrace(["replay", tampered, "--format", "json"])
+        #expect(divJSON.status == 1)
+        let d = try JSONValue(parsing: divJSON.stdout)
+        #expect(d["result"] == "diverged")
+        #expect(d["divergence"]?["record"]?.intValue == Int64(target.number))
+        #expect(d["divergence"]?["kind"] == "different")
+        #expect(d["divergence"]?["rule"]?["section"]?.stringValue?.hasPrefix("A7") == true)
+        #expect(d["divergence"]?["differences"]?.arrayValue?.contains("$.deadline: expected 300000000, got 265000000") == true)
+        #expect((d["divergence"]?["context"]?.arrayValue?.count ?? 0) > 1)
+        let paused = try JSONValue(parsing: try relaytrace(["replay", path, "--until", "0.2", "--format", "json"]).stdout)
+        #expect(paused["result"] == "paused")
+        #expect(paused["state"]?["phase"]?.stringValue?.hasPrefix("registering") == true, "\(paused)")
+        #expect(paused["state"]?["timers"]?.arrayValue?.isEmpty == false)
+        let whatIf = try relaytrace(["replay", path, "--what-if", "--format", "json"])
+        #expect(whatIf.status == 0)
+        let w = try JSONValue(parsing: whatIf.stdout)
+        #expect(w["result"] == "matched" && w["unmatched"]?.arrayValue?.isEmpty == true && (w["inputs"]?.intValue ?? 0) > 0)
+        for bad in [["--step", "--format", "json"], ["--perturb", "1", "--format", "json"], ["--format", "yaml"]] {
+            #expect(try relaytrace(["replay", path] + bad).status == 64, "\(bad)")
+        }
     }
 
     @Test func replayStepIsDrivableThroughAPipe() throws {
