@@ -74,7 +74,7 @@ let package = Package(
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
         .target(name: "Runtime", dependencies: ["Net", "WebSocket", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL"], swiftSettings: strict),
-        // Perturbation replay of watch-channel traces: seeded faults, invariants, shrinking.
+        // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
         .target(name: "ReplayTesting", dependencies: ["Replay"], swiftSettings: strict),

@@ -1,21 +1,28 @@
+import Capture
 import DevRelay
 import Foundation
 import RelayClient
 import RelayProtocol
 import Replay
 import Trace
+import WatchReplay
 
 /// `relaytrace replay`: strict replay, stepping and breakpoints.
 enum ReplayCommand {
     static let spec = CommandSpec(
         name: "replay",
-        abstract: "Replay a trace into the relay client machine and report the first divergence.",
+        abstract: "Replay a trace into the relay client machine (or the WatchLink machines) and report the first divergence.",
         discussion: """
             Builds a fresh client from the trace header, feeds every recorded input at its recorded time on \
             a virtual clock, and compares every action with the recorded one (JSON canonically, binary byte \
             for byte). Exit 0 when the replay matches the trace to the end, 1 at the first divergence (the \
             report names the record, time, generation, the SPEC rule, the JSON differences and the records \
             before it).
+            A watch-channel trace (header client.channel "watch", from simulate --scenario watch-*) replays \
+            strictly through the four WatchLink machines instead: each launch rebuilds them from the recorded \
+            values and incarnation token, each recorded input goes to its machine, each action is compared; \
+            same output, JSON and exit codes. Watch traces take strict replay (--format, --allow-incomplete) \
+            and --perturb; --step, --until, --break, --set and --what-if are for relay-client traces.
             Break expressions (comma-separated): time=T (e.g. time=1m30s), record=N, type=T (message type, \
             e.g. registered), method=M, event=E, timer=NAME (e.g. heartbeat, interest.renewal), phase=P \
             (registered, connecting, suspended...), gen=N (the current generation).
@@ -78,6 +85,12 @@ enum ReplayCommand {
         }
         if args.value("shrink") != nil {
             return RelayTraceCommand.usageError(UsageError(message: "--shrink needs --perturb SEED[..SEED]", commandPath: command), ctx)
+        }
+        if isWatchTrace(path: path) {
+            guard !args.flag("step"), !args.flag("what-if"), args.value("until") == nil, args.value("break") == nil, args.value("set") == nil else {
+                return RelayTraceCommand.usageError(UsageError(message: "\(path) is a watch-channel trace: it takes strict replay (relaytrace replay FILE [--format json] [--allow-incomplete]) and --perturb SEED[..SEED]; --step, --until, --break, --set and --what-if are for relay-client traces", commandPath: command), ctx)
+            }
+            return watchReplay(path: path, allowIncomplete: args.flag("allow-incomplete"), json: json, ctx)
         }
         var tuning = ClientTuning.spec
         if let text = args.value("set") {
@@ -171,6 +184,98 @@ enum ReplayCommand {
             o["result"] = "paused"
             o["paused"] = ["record": .int(Int64(at)), "reason": .string(why)]
             o["state"] = r.snapshot.json
+            code = .success
+        case .diverged(let d):
+            o["result"] = "diverged"
+            o["divergence"] = d.json
+            code = .found
+        case .damaged(let at, let error):
+            o["result"] = "damaged"
+            o["damage"] = ["record": .int(Int64(at)), "code": .string(error.code.rawValue),
+                           "offset": error.offset.map { .int(Int64(bitPattern: $0)) } ?? .null, "message": .string(error.description)]
+            ctx.stderr.line("Error: \(path): damaged at record #\(at): \(error.description)")
+            code = RelayTraceCommand.exitCode(for: error)
+        }
+        ctx.stdout.line(JSONValue.object(o).prettyText())
+        return code
+    }
+
+    // MARK: Watch-channel traces
+
+    /// Whether the trace at `path` is a watch-channel trace, as `--perturb` tells: its header's
+    /// `client.channel` is `watch`, or (a header naming no channel and describing no relay client) its
+    /// first records are on channel `watch`. False when the file does not open (the relay path reports why).
+    static func isWatchTrace(path: String) -> Bool {
+        guard let reader = try? TraceReader(path: path) else { return false }
+        if WatchReplayer.isWatchTrace(reader.header) { return true }
+        guard reader.header.client["channel"] == nil, (try? ClientCapture.configuration(from: reader.header)) == nil else { return false }
+        for _ in 0..<64 {
+            guard let entry = try? reader.next() else { return false }
+            if entry.record.channel == .watch { return true }
+        }
+        return false
+    }
+
+    /// Strict replay of a watch-channel trace: the same output, JSON and exit codes as a relay trace's.
+    static func watchReplay(path: String, allowIncomplete: Bool, json: Bool, _ ctx: CLIContext) -> ExitCode {
+        let replayer: WatchReplayer
+        do throws(ReplayError) {
+            replayer = try WatchReplayer(path: path, allowDamaged: allowIncomplete)
+        } catch {
+            ctx.stderr.line("Error: \(error.message)")
+            if let n = error.intactRecords, error.traceError?.code != .io {
+                ctx.stderr.line("  The \(n) records before the problem are intact; pass --allow-incomplete to replay them.")
+            }
+            if let t = error.traceError { return RelayTraceCommand.exitCode(for: t) }
+            return .dataError
+        }
+        let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
+        replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
+        let stop = replayer.run()
+        progress.done()
+        if json { return watchResult(stop, replayer, path: path, ctx) }
+        switch stop {
+        case .finished, .paused:
+            ctx.stdout.line("replayed \(replayer.records.count) records: no divergence (channel watch: \(replayer.inputsFed) inputs, \(replayer.actionsMatched) actions matched, \(replayer.watchLaunches) watch launch(es), \(replayer.phoneLaunches) phone launch(es))")
+            if let problem = replayer.readProblem {
+                ctx.stdout.line("the trace is incomplete and ends there: \(problem.description)")
+            }
+            return .success
+        case .diverged(let d):
+            ctx.stdout.line(watchReport(d, path: path))
+            ctx.stdout.line("the machines where the replay stopped (before record #\(d.record)):")
+            ctx.stdout.line(replayer.description.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n"))
+            return .found
+        case .damaged(let at, let error):
+            ctx.stderr.line("Error: \(path): damaged at record #\(at) (the \(at) records before it replayed without divergence): \(error.description)")
+            return RelayTraceCommand.exitCode(for: error)
+        }
+    }
+
+    /// A divergence report whose last line points at what a watch trace supports (`--step` and `--until`
+    /// are for relay-client traces).
+    static func watchReport(_ d: Divergence, path: String) -> String {
+        var lines = d.description.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        if let last = lines.indices.last, lines[last].hasPrefix("To investigate:") {
+            lines[last] = "To investigate: relaytrace show FILE \(d.record), or relaytrace frames FILE --channel watch --until \(d.time.seconds)s --format table."
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// `--format json` of a watch replay: `file`, `channel` (`watch`), `records`, `position`, `inputs`,
+    /// `actions`, `watchLaunches`, `phoneLaunches`, `result` (`finished`, `diverged`, `damaged`),
+    /// `divergence` or `damage` as for a relay trace, `incomplete` when so, and `state` (the machines).
+    static func watchResult(_ stop: ReplayStop, _ r: WatchReplayer, path: String, _ ctx: CLIContext) -> ExitCode {
+        var o: [String: JSONValue] = [
+            "file": .string(path), "channel": "watch", "records": .int(Int64(r.records.count)), "position": .int(Int64(r.position)),
+            "inputs": .int(Int64(r.inputsFed)), "actions": .int(Int64(r.actionsMatched)),
+            "watchLaunches": .int(Int64(r.watchLaunches)), "phoneLaunches": .int(Int64(r.phoneLaunches)), "state": r.snapshot.json,
+        ]
+        if let problem = r.readProblem { o["incomplete"] = .string(problem.description) }
+        let code: ExitCode
+        switch stop {
+        case .finished, .paused:
+            o["result"] = "finished"
             code = .success
         case .diverged(let d):
             o["result"] = "diverged"

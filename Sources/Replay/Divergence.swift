@@ -33,6 +33,19 @@ public struct Divergence: Sendable, Equatable, CustomStringConvertible {
     /// The SPEC rule the differing action belongs to, when it can be told.
     public var rule: SpecRule?
 
+    /// A divergence report (for replayers of other machines, e.g. the watch channel's).
+    public init(record: Int, time: Moment, generation: UInt64?, kind: Kind, expected: String, actual: String,
+                context: [String], rule: SpecRule?) {
+        self.record = record
+        self.time = time
+        self.generation = generation
+        self.kind = kind
+        self.expected = expected
+        self.actual = actual
+        self.context = context
+        self.rule = rule
+    }
+
     /// The member-by-member differences of the two JSON payloads (`$.path: expected X, got Y`), when both
     /// sides are JSON.
     public var jsonDifferences: [String] {
@@ -117,6 +130,12 @@ public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
     public var summary: String
     /// `A6 heartbeat every 5 s after registration`.
     public var description: String { "SPEC \(section): \(summary)" }
+
+    /// The rule `section` (e.g. `C7`), in a few words.
+    public init(section: String, summary: String) {
+        self.section = section
+        self.summary = summary
+    }
 
     /// The rule a record most likely concerns.
     public static func of(_ r: TraceRecord) -> SpecRule? {

@@ -10,7 +10,7 @@ public struct WatchLaunch: Sendable, Hashable {
     public var storedFloor: UInt64?
     /// Whether the phone was reachable at launch.
     public var reachable: Bool
-    /// The incarnation token the launch drew (recorded so a replay can check it draws the same).
+    /// The incarnation token the launch drew (an input: a replay launches the watch with this token).
     public var incarnation: IncarnationToken
 
     /// A launch.

@@ -13,7 +13,7 @@ public import RelayProtocol
 /// takes the incarnation's first command. Recovery is small on purpose (C7): when the acknowledgement has
 /// not moved for 5 s, exactly the one command it names is resent, under its original number.
 public struct WatchSender: Sendable {
-    /// This launch's token (C8). Drawn from the caller's generator; never stored.
+    /// This launch's token (C8). Drawn from the caller's generator, or given by the caller; never stored.
     public let incarnation: IncarnationToken
     /// The sequence counter (C8, C12).
     public private(set) var counter: PersistedCounter
@@ -37,9 +37,20 @@ public struct WatchSender: Sendable {
 
     /// A watch app launch: the counter is seeded from `clockMilliseconds` (the wall clock in ms, read by
     /// the caller) with `storedFloor` (the value loaded from ``WatchLinkConstants/commandSequenceStorageKey``,
-    /// nil when none), and the incarnation token is drawn from `rng`.
+    /// nil when none), and the incarnation token is drawn from `rng` (then as
+    /// ``init(clockMilliseconds:storedFloor:incarnation:reachable:)``).
     public init(clockMilliseconds: UInt64, storedFloor: UInt64?, rng: inout SeededRandom, reachable: Bool = false) {
-        incarnation = .random(using: &rng)
+        self.init(clockMilliseconds: clockMilliseconds, storedFloor: storedFloor,
+                  incarnation: .random(using: &rng), reachable: reachable)
+    }
+
+    /// A watch app launch with its incarnation token given (the sans-IO form: the launch's entropy is an
+    /// input). The counter is seeded from `clockMilliseconds` with `storedFloor` as in
+    /// ``init(clockMilliseconds:storedFloor:rng:reachable:)``. The token must be fresh for every launch
+    /// (C8: never stored, never reused); the caller draws it, or a replay passes the one a trace recorded
+    /// so the replayed launch is the recorded one.
+    public init(clockMilliseconds: UInt64, storedFloor: UInt64?, incarnation: IncarnationToken, reachable: Bool = false) {
+        self.incarnation = incarnation
         counter = PersistedCounter(key: WatchLinkConstants.commandSequenceStorageKey,
                                    clockMilliseconds: clockMilliseconds, storedFloor: storedFloor)
         baseline = counter.next

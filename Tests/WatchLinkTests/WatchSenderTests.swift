@@ -150,6 +150,24 @@ import WatchLink
         #expect(w.counter.next == .max)
         #expect(w.handle(.tap(completeSet(1), confirm: nil), at: .zero) == [.tapRefused(completeSet(1), .counterExhausted)])
     }
+
+    @Test func aGivenTokenIsTheLaunchesTokenAndTheGeneratorFormDrawsThenDelegates() {
+        // The token is an input: the launch uses exactly the one given, on every command it numbers.
+        var given = WatchSender(clockMilliseconds: t0, storedFloor: t0 + 41, incarnation: tokenB, reachable: true)
+        #expect(given.incarnation == tokenB)
+        #expect(given.baseline == t0 + 42, "the counter is seeded as with a drawn token: max(clock, floor + 1)")
+        let sent = given.handle(.tap(completeSet(5), confirm: nil), at: .zero)
+        let envelopes = sent.compactMap { if case .send(let c, _) = $0 { c } else { nil } }
+        #expect(envelopes.map(\.incarnation) == [tokenB])
+        // The generator form draws the token and is otherwise the same launch.
+        var rng = SeededRandom(seed: 7), copy = SeededRandom(seed: 7)
+        var drawn = WatchSender(clockMilliseconds: t0, storedFloor: t0 + 41, rng: &rng, reachable: true)
+        let token = IncarnationToken.random(using: &copy)
+        #expect(drawn.incarnation == token)
+        #expect(rng.next() == copy.next(), "it draws exactly one token's worth from the generator")
+        var same = WatchSender(clockMilliseconds: t0, storedFloor: t0 + 41, incarnation: token, reachable: true)
+        #expect(drawn.handle(.tap(completeSet(5), confirm: nil), at: .zero) == same.handle(.tap(completeSet(5), confirm: nil), at: .zero))
+    }
 }
 
 /// SPEC C1: the confirmation states only what the wrist shows, from the caller.
