@@ -105,12 +105,7 @@ enum ReplayCommand {
         do throws(ReplayError) {
             replayer = try Replayer(path: path, allowDamaged: args.flag("allow-incomplete"), checkpointInterval: args.flag("step") ? 512 : Int.max, tuning: tuning)
         } catch {
-            ctx.stderr.line("Error: \(error.message)")
-            if let n = error.intactRecords, error.traceError?.code != .io {
-                ctx.stderr.line("  The \(n) records before the problem are intact; pass --allow-incomplete to replay them.")
-            }
-            if let t = error.traceError { return RelayTraceCommand.exitCode(for: t) }
-            return .dataError
+            return openFailed(error, ctx)
         }
         replayer.breakpoints = breakpoints
         if args.flag("what-if") {
@@ -175,6 +170,13 @@ enum ReplayCommand {
             "generations": .int(Int64(bitPattern: r.machine.lastGeneration.rawValue)), "phase": .string("\(r.machine.phase)"),
         ]
         if let problem = r.readProblem { o["incomplete"] = .string(problem.description) }
+        return emit(stop, o, state: { r.snapshot.json }, path: path, ctx)
+    }
+
+    /// Prints `o` with the stop's `result` and its member (`paused` with `state()`, `divergence`, `damage`;
+    /// a damage also on stderr), and returns the exit code the text form would.
+    static func emit(_ stop: ReplayStop, _ o: [String: JSONValue], state: () -> JSONValue, path: String, _ ctx: CLIContext) -> ExitCode {
+        var o = o
         let code: ExitCode
         switch stop {
         case .finished:
@@ -183,7 +185,7 @@ enum ReplayCommand {
         case .paused(let at, let why):
             o["result"] = "paused"
             o["paused"] = ["record": .int(Int64(at)), "reason": .string(why)]
-            o["state"] = r.snapshot.json
+            o["state"] = state()
             code = .success
         case .diverged(let d):
             o["result"] = "diverged"
@@ -216,18 +218,24 @@ enum ReplayCommand {
         return false
     }
 
+    /// A trace that would not open for replay: the error, the `--allow-incomplete` hint when records
+    /// before the problem are intact, and the exit code.
+    static func openFailed(_ error: ReplayError, _ ctx: CLIContext) -> ExitCode {
+        ctx.stderr.line("Error: \(error.message)")
+        if let n = error.intactRecords, error.traceError?.code != .io {
+            ctx.stderr.line("  The \(n) records before the problem are intact; pass --allow-incomplete to replay them.")
+        }
+        if let t = error.traceError { return RelayTraceCommand.exitCode(for: t) }
+        return .dataError
+    }
+
     /// Strict replay of a watch-channel trace: the same output, JSON and exit codes as a relay trace's.
     static func watchReplay(path: String, allowIncomplete: Bool, json: Bool, _ ctx: CLIContext) -> ExitCode {
         let replayer: WatchReplayer
         do throws(ReplayError) {
             replayer = try WatchReplayer(path: path, allowDamaged: allowIncomplete)
         } catch {
-            ctx.stderr.line("Error: \(error.message)")
-            if let n = error.intactRecords, error.traceError?.code != .io {
-                ctx.stderr.line("  The \(n) records before the problem are intact; pass --allow-incomplete to replay them.")
-            }
-            if let t = error.traceError { return RelayTraceCommand.exitCode(for: t) }
-            return .dataError
+            return openFailed(error, ctx)
         }
         let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
         replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
@@ -272,24 +280,8 @@ enum ReplayCommand {
             "watchLaunches": .int(Int64(r.watchLaunches)), "phoneLaunches": .int(Int64(r.phoneLaunches)), "state": r.snapshot.json,
         ]
         if let problem = r.readProblem { o["incomplete"] = .string(problem.description) }
-        let code: ExitCode
-        switch stop {
-        case .finished, .paused:
-            o["result"] = "finished"
-            code = .success
-        case .diverged(let d):
-            o["result"] = "diverged"
-            o["divergence"] = d.json
-            code = .found
-        case .damaged(let at, let error):
-            o["result"] = "damaged"
-            o["damage"] = ["record": .int(Int64(at)), "code": .string(error.code.rawValue),
-                           "offset": error.offset.map { .int(Int64(bitPattern: $0)) } ?? .null, "message": .string(error.description)]
-            ctx.stderr.line("Error: \(path): damaged at record #\(at): \(error.description)")
-            code = RelayTraceCommand.exitCode(for: error)
-        }
-        ctx.stdout.line(JSONValue.object(o).prettyText())
-        return code
+        // A watch replay does not pause (no breakpoints): its stops are finished, diverged or damaged.
+        return emit(stop, o, state: { r.snapshot.json }, path: path, ctx)
     }
 
     /// The exit code of an interactive replay: the damage's, 1 after a divergence, else 0.

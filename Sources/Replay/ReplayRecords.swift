@@ -66,6 +66,37 @@ public struct ReplayRecords: RandomAccessCollection {
         }
     }
 
+    /// Opens the trace at `path` for a replayer. A complete trace (closed by its writer: valid index and
+    /// trailer) is read a chunk at a time as the replay goes. An incomplete trace (the recorder died, or the
+    /// file was cut) is read whole up to its end or damage, and refused unless `allowDamaged`; then
+    /// `readProblem` says why it ends where it does.
+    public static func open(path: String, allowDamaged: Bool) throws(ReplayError) -> (header: TraceHeader, records: ReplayRecords, readProblem: TraceError?) {
+        let reader: TraceReader
+        do { reader = try TraceReader(path: path) } catch {
+            throw ReplayError(message: "\(path): \(error.description)", traceError: error)
+        }
+        if reader.isComplete {
+            do { return (reader.header, ReplayRecords(try TraceRecordTable(reader: reader)), nil) } catch {
+                throw ReplayError(message: "\(path): \(error.description)", traceError: error)
+            }
+        }
+        // As `readAll()`, keeping only the records (no second array of entries to copy and free).
+        var records: [TraceRecord] = []
+        var readError: TraceError?
+        do {
+            while let e = try reader.next() { records.append(e.record) }
+        } catch {
+            readError = error
+        }
+        // Every chunk read, but no valid index and trailer: the recorder did not close the file.
+        let problem = readError ?? reader.trailerProblem
+            ?? TraceError(.truncated, "no valid index and trailer after the last chunk; the recorder did not close the trace")
+        if !allowDamaged {
+            throw ReplayError(message: "\(path): \(problem.description)", traceError: problem, intactRecords: records.count)
+        }
+        return (reader.header, ReplayRecords(records), problem)
+    }
+
     /// Every record in an array; throws the first damage met.
     public func loadAll() throws(TraceError) -> [TraceRecord] {
         switch storage {

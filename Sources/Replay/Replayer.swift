@@ -185,34 +185,9 @@ public final class Replayer {
     /// end or the damage. `allowDamaged` does not change how a complete trace is read: a damaged chunk in
     /// it always stops the replay where it is met.
     public convenience init(path: String, allowDamaged: Bool = false, checkpointInterval: Int = 512, tuning: ClientTuning = .spec) throws(ReplayError) {
-        let reader: TraceReader
-        do { reader = try TraceReader(path: path) } catch {
-            throw ReplayError(message: "\(path): \(error.description)", traceError: error)
-        }
-        if reader.isComplete {
-            let table: TraceRecordTable
-            do { table = try TraceRecordTable(reader: reader) } catch {
-                throw ReplayError(message: "\(path): \(error.description)", traceError: error)
-            }
-            try self.init(header: reader.header, records: ReplayRecords(table), checkpointInterval: checkpointInterval, tuning: tuning)
-            return
-        }
-        // As `readAll()`, keeping only the records (no second array of entries to copy and free).
-        var records: [TraceRecord] = []
-        var readError: TraceError?
-        do {
-            while let e = try reader.next() { records.append(e.record) }
-        } catch {
-            readError = error
-        }
-        // Every chunk read, but no valid index and trailer: the recorder did not close the file.
-        let problem = readError ?? reader.trailerProblem
-            ?? TraceError(.truncated, "no valid index and trailer after the last chunk; the recorder did not close the trace")
-        if !allowDamaged {
-            throw ReplayError(message: "\(path): \(problem.description)", traceError: problem, intactRecords: records.count)
-        }
-        try self.init(header: reader.header, records: ReplayRecords(records), checkpointInterval: checkpointInterval, tuning: tuning)
-        readProblem = problem
+        let opened = try ReplayRecords.open(path: path, allowDamaged: allowDamaged)
+        try self.init(header: opened.header, records: opened.records, checkpointInterval: checkpointInterval, tuning: tuning)
+        readProblem = opened.readProblem
     }
 
     /// Why an incomplete trace opened with `allowDamaged` ends where it does (the records stop before the

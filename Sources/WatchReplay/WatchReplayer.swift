@@ -120,32 +120,9 @@ public final class WatchReplayer: CustomStringConvertible {
     /// (``ReplayStop/damaged(at:_:)``); an incomplete trace (the recorder died, or the file was cut) is read
     /// whole first and refused unless `allowDamaged`, in which case it replays up to its last intact record.
     public convenience init(path: String, allowDamaged: Bool = false) throws(ReplayError) {
-        let reader: TraceReader
-        do { reader = try TraceReader(path: path) } catch {
-            throw ReplayError(message: "\(path): \(error.description)", traceError: error)
-        }
-        if reader.isComplete {
-            let table: TraceRecordTable
-            do { table = try TraceRecordTable(reader: reader) } catch {
-                throw ReplayError(message: "\(path): \(error.description)", traceError: error)
-            }
-            try self.init(header: reader.header, records: ReplayRecords(table))
-            return
-        }
-        var records: [TraceRecord] = []
-        var readError: TraceError?
-        do {
-            while let e = try reader.next() { records.append(e.record) }
-        } catch {
-            readError = error
-        }
-        let problem = readError ?? reader.trailerProblem
-            ?? TraceError(.truncated, "no valid index and trailer after the last chunk; the recorder did not close the trace")
-        if !allowDamaged {
-            throw ReplayError(message: "\(path): \(problem.description)", traceError: problem, intactRecords: records.count)
-        }
-        try self.init(header: reader.header, records: ReplayRecords(records))
-        readProblem = problem
+        let opened = try ReplayRecords.open(path: path, allowDamaged: allowDamaged)
+        try self.init(header: opened.header, records: opened.records)
+        readProblem = opened.readProblem
     }
 
     /// Whether every record has been replayed.
