@@ -21,7 +21,7 @@ enum PerturbCommand {
             return RelayTraceCommand.exitCode(for: error)
         }
         // The channel: a watch trace has its records on channel `watch`.
-        let isWatch = header.client["channel"]?.stringValue == "watch" || records.contains { $0.channel == .watch }
+        let isWatch = ReplayCommand.isWatchTrace(header) { records.contains { $0.channel == .watch } }
         let runSeed: (UInt64) -> PerturbedRun
         let shrink: (PerturbedRun) -> PerturbedRun
         let channel: String

@@ -204,18 +204,25 @@ enum ReplayCommand {
 
     // MARK: Watch-channel traces
 
-    /// Whether the trace at `path` is a watch-channel trace, as `--perturb` tells: its header's
-    /// `client.channel` is `watch`, or (a header naming no channel and describing no relay client) its
-    /// first records are on channel `watch`. False when the file does not open (the relay path reports why).
+    /// Whether the trace at `path` is a watch-channel trace (``isWatchTrace(_:hasWatchRecord:)``). False
+    /// when the file does not open (the relay path reports why).
     static func isWatchTrace(path: String) -> Bool {
         guard let reader = try? TraceReader(path: path) else { return false }
-        if WatchReplayer.isWatchTrace(reader.header) { return true }
-        guard reader.header.client["channel"] == nil, (try? ClientCapture.configuration(from: reader.header)) == nil else { return false }
-        for _ in 0..<64 {
-            guard let entry = try? reader.next() else { return false }
-            if entry.record.channel == .watch { return true }
+        return isWatchTrace(reader.header) {
+            while let entry = try? reader.next() {
+                if entry.record.channel == .watch { return true }
+            }
+            return false
         }
-        return false
+    }
+
+    /// The one rule `replay` and `replay --perturb` tell the channel by: the header's `client.channel` is
+    /// `watch`; or the header names no channel, describes no relay client, and a record is on channel
+    /// `watch` (`hasWatchRecord` is asked only then).
+    static func isWatchTrace(_ header: TraceHeader, hasWatchRecord: () -> Bool) -> Bool {
+        if WatchReplayer.isWatchTrace(header) { return true }
+        guard header.client["channel"] == nil, (try? ClientCapture.configuration(from: header)) == nil else { return false }
+        return hasWatchRecord()
     }
 
     /// A trace that would not open for replay: the error, the `--allow-incomplete` hint when records

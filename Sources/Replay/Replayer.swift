@@ -257,6 +257,13 @@ public final class Replayer {
             position += 1
             return .skipped(index)
         }
+        if record.kind == .dropped {
+            // The recorder lost records here (its queue was full): no strict replay can go past the gap.
+            return setDivergence(Divergence(record: index, time: record.time, generation: record.generation, kind: .undecodable,
+                                            expected: describe(record),
+                                            actual: "the recorder dropped records here; a strict replay cannot go past the gap",
+                                            context: context(before: index), rule: nil))
+        }
         if record.channel != .relay || !isClientRecord(record) {
             position += 1
             return .skipped(index)

@@ -35,9 +35,13 @@ public enum WatchReplayEvent: Sendable, Equatable {
 /// stops the replay with a ``Divergence``.
 ///
 /// Where the driver's own steps depend on the machines, they are checked too: a recorded timer fire must
-/// fall on the deadline the replayed machine armed (drivers fire only a timer still armed for that time),
-/// and the acknowledgement a replayed ``SnapshotReceiver`` applied must be what the trace hands to the
-/// watch next (`ack via snapshot`, C14), and nothing else.
+/// fall on the deadline the replayed machine armed (drivers fire only a timer still armed for that time);
+/// the acknowledgement a replayed ``SnapshotReceiver`` applied must be what the trace hands to the watch
+/// next (`ack via snapshot`, C14), and nothing else; an acknowledgement the replayed ``PhoneReceiver``
+/// sent must be handed to the ``SnapshotSender`` before any other machine's input (the phone half of
+/// C14); a watch relaunch must load the sequence floor the replayed ``WatchSender`` last persisted (C2,
+/// C8). A `dropped` notice, or a record on channel `watch` of a kind the channel never writes, stops the
+/// replay there (undecodable).
 public final class WatchReplayer: CustomStringConvertible {
     /// The trace's header.
     public let header: TraceHeader
@@ -86,6 +90,12 @@ public final class WatchReplayer: CustomStringConvertible {
     /// The acknowledgement of the snapshot the replayed receiver just applied, which the driver hands to
     /// the watch as the next input (C14); nil when none is due.
     private var dueSnapshotAck: (ack: CommandAck, revision: UInt64)?
+    /// The acknowledgements the replayed PhoneReceiver sent that the driver has yet to hand to the
+    /// SnapshotSender (C14, the phone half): only SnapshotSender inputs may come before them.
+    private var dueSenderAcks: [CommandAck] = []
+    /// The last sequence floor the replayed WatchSender asked to persist: a later watch launch must load
+    /// it (C2, C8: the floor survives a relaunch).
+    private var lastWatchFloor: UInt64?
 
     /// Whether `header` says the trace is a watch-channel trace (`client.channel` = `watch`).
     public static func isWatchTrace(_ header: TraceHeader) -> Bool {
@@ -139,6 +149,7 @@ public final class WatchReplayer: CustomStringConvertible {
             guard readProblem == nil else { return nil }
             if pendingHead < pending.count { return extra(pending[pendingHead], at: records.count) }
             if let due = dueSnapshotAck { return unhandedAck(due, at: records.count, time: now) }
+            if let ack = dueSenderAcks.first { return unhandedSenderAck(ack, at: records.count, time: now) }
             return nil
         }
         let index = position
@@ -147,9 +158,19 @@ public final class WatchReplayer: CustomStringConvertible {
             damage = (index, error)
             return .damaged(record: index, error)
         }
+        if record.kind == .dropped {
+            // The recorder lost records here: no strict replay can go past the gap.
+            return undecodable(record, at: index, because: "the recorder dropped records here (its queue was full: \(record.payloadText)); a strict replay cannot go past the gap")
+        }
         guard record.channel == .watch else {
             position += 1
             return .skipped(record: index)
+        }
+        switch record.kind {
+        case .frameBinary, .transportOpen, .transportOpened, .transportClosed, .transportFailed, .header:
+            return undecodable(record, at: index, because: "a \(record.kind) record on channel watch: the watch channel records datagrams as text frames, timer fires, inputs, actions and markers only")
+        default:
+            break
         }
         if WatchRecordCodec.isAction(record) {
             guard pendingHead < pending.count else {
@@ -199,6 +220,23 @@ public final class WatchReplayer: CustomStringConvertible {
                                       actual: "(nothing: the replayed SnapshotReceiver applied no snapshot carrying an ack just before)",
                                       context: context(before: index), rule: Self.c14))
         }
+        if let ack = dueSenderAcks.first {
+            guard case .snapshotSender(let s) = input else { return unhandedSenderAck(ack, at: index, time: record.time) }
+            if case .ack(let handed) = s {
+                guard handed == ack else {
+                    return diverge(Divergence(record: index, time: record.time, generation: nil, kind: .different,
+                                              expected: describe(record),
+                                              actual: "ack \(WatchWire.ackJSON(ack).jsonText): the one the replayed PhoneReceiver sent",
+                                              context: context(before: index), rule: Self.c14))
+                }
+                dueSenderAcks.removeFirst()
+            }
+        } else if case .snapshotSender(.ack) = input {
+            return diverge(Divergence(record: index, time: record.time, generation: nil, kind: .missing,
+                                      expected: describe(record),
+                                      actual: "(nothing: the replayed PhoneReceiver sent no acknowledgement to hand over)",
+                                      context: context(before: index), rule: Self.c14))
+        }
         dueSnapshotAck = nil
         pending.removeAll(keepingCapacity: true)
         pendingHead = 0
@@ -206,6 +244,13 @@ public final class WatchReplayer: CustomStringConvertible {
         var actions: [WatchChannelAction] = []
         switch input {
         case .watchLaunched(let l):
+            if watchLaunches > 0, let floor = lastWatchFloor, l.storedFloor != floor {
+                return diverge(Divergence(record: index, time: record.time, generation: nil, kind: .different,
+                                          expected: describe(record),
+                                          actual: "a launch loading the floor \(floor) the replayed WatchSender last persisted",
+                                          context: context(before: index),
+                                          rule: SpecRule(section: "C2/C8", summary: "the sequence floor persists across relaunches")))
+            }
             watch = WatchSender(clockMilliseconds: l.clockMilliseconds, storedFloor: l.storedFloor,
                                 incarnation: l.incarnation, reachable: l.reachable)
             snapshotReceiver = SnapshotReceiver()
@@ -228,7 +273,9 @@ public final class WatchReplayer: CustomStringConvertible {
             watch = machine
         case .phone(let p):
             guard var machine = phone else { return notLaunched(record, at: index, "PhoneReceiver", "phone") }
-            actions = machine.handle(p).map { .phone($0) }
+            let out = machine.handle(p)
+            for case .sendAck(let ack) in out { dueSenderAcks.append(ack) }
+            actions = out.map { .phone($0) }
             phone = machine
         case .snapshotSender(let s):
             guard var machine = snapshotSender else { return notLaunched(record, at: index, "SnapshotSender", "phone") }
@@ -244,6 +291,7 @@ public final class WatchReplayer: CustomStringConvertible {
             if case .applied(let applied) = outcome, let ack = applied.ack { dueSnapshotAck = (ack, applied.revision) }
             actions = [.snapshotReceiver(outcome)]
         }
+        for case .watch(.persist(let r)) in actions { lastWatchFloor = r.value }
         for a in actions { pending.append(WatchRecordCodec.record(a, at: t)) }
         now = max(now, t)
         inputsFed += 1
@@ -303,6 +351,13 @@ public final class WatchReplayer: CustomStringConvertible {
         diverge(Divergence(record: index, time: time, generation: nil, kind: .extra,
                            expected: "(nothing: the trace hands no acknowledgement from the snapshot to the watch here)",
                            actual: "ack via snapshot \(WatchWire.ackJSON(due.ack).jsonText): the replayed SnapshotReceiver applied revision \(due.revision) carrying this ack, which goes to the WatchSender next",
+                           context: context(before: index), rule: Self.c14))
+    }
+
+    private func unhandedSenderAck(_ ack: CommandAck, at index: Int, time: Moment) -> WatchReplayEvent {
+        diverge(Divergence(record: index, time: time, generation: nil, kind: .extra,
+                           expected: "(nothing: the trace hands the SnapshotSender no acknowledgement here)",
+                           actual: "ack \(WatchWire.ackJSON(ack).jsonText): the replayed PhoneReceiver sent it, and the driver hands it to the SnapshotSender next",
                            context: context(before: index), rule: Self.c14))
     }
 

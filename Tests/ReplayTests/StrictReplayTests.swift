@@ -213,6 +213,19 @@ func simulatedTrace(_ name: String, seed: UInt64 = 1, duration: Duration? = nil)
         #expect(backward == forward.reversed())
     }
 
+    @Test func aGapTheRecorderLeftStopsTheReplayThereWithWhatHappened() throws {
+        let path = try simulatedTrace("lease")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try TraceReader(path: path)
+        var records = reader.readAll().entries.map(\.record)
+        let at = records.count / 2
+        records.insert(TraceRecord(kind: .dropped, time: records[at].time, payload: Array(#"{"count":12}"#.utf8)), at: at)
+        let replayer = try Replayer(header: reader.header, records: records)
+        guard case .diverged(let d) = replayer.run() else { Issue.record("a gap must stop a strict replay"); return }
+        #expect(d.record == at && d.kind == .undecodable)
+        #expect(d.actual.contains("dropped records"))
+    }
+
     @Test func aMissingActionAndAnExtraActionAreBothReported() throws {
         let path = try simulatedTrace("background")
         defer { try? FileManager.default.removeItem(atPath: path) }

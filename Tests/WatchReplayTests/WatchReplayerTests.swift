@@ -377,6 +377,10 @@ func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Diver
         input(.phone(.command(command)), 5)
         action(.phone(.execute(command)), 5)
         action(.phone(.sendAck(CommandAck(next: 42, incarnation: a))), 5)
+        // As the drivers do, the phone's acknowledgement goes to its SnapshotSender next (C14).
+        var sender = SnapshotSender(clockMilliseconds: 1_000, storedFloor: nil)
+        input(.snapshotSender(.ack(CommandAck(next: 42, incarnation: a))), 5)
+        for x in sender.handle(.ack(CommandAck(next: 42, incarnation: a)), at: .seconds(5)) { action(.snapshotSender(x), 5) }
         // The relaunched watch numbers from its floor, with its token.
         let tap = WatchCommand(session: session, payload: .endWorkout)
         input(.watch(.tap(tap, confirm: nil)), 6)
@@ -391,5 +395,108 @@ func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Diver
         #expect(r.snapshotReceiver.current?.revision == 9)
         #expect(r.phone?.expected == 42)
         #expect(r.watch?.counter.next == 3_001)
+    }
+}
+
+/// The driver's own handovers and timing, checked against the replayed machines, and the ends of a trace.
+@Suite struct WatchReplayDriverCheckTests {
+    private static func trace(_ name: String = "watch-restart") throws -> WatchTraceFile { try WatchTraceFile(name, seed: 3) }
+
+    @Test func aStalledAckFireOffItsDeadlineDiverges() throws {
+        let t = try Self.trace("watch-offline")
+        defer { t.remove() }
+        let fire = try #require(t.records.indices.first { if case .watch(.timerFired(.stalledAck))? = t.input($0) { true } else { false } })
+        var moved = t.records
+        moved[fire].time = moved[fire].time + .milliseconds(1)
+        let d = try #require(try divergence(t.header, moved))
+        #expect(d.record == fire && d.kind == .different)
+        #expect(d.rule?.section == "C7")
+        #expect(d.actual.contains("armed for"))
+    }
+
+    @Test func anAckFromASnapshotThatWasNeverAppliedDiverges() throws {
+        let t = try Self.trace()
+        defer { t.remove() }
+        // A lone "ack via snapshot" before the first watch tap: no snapshot carrying an ack came before it.
+        let tap = try #require(t.records.indices.first { if case .watch(.tap)? = t.input($0) { true } else { false } })
+        var changed = t.records
+        changed.insert(WatchRecordCodec.record(.ackFromSnapshot(CommandAck(next: 1, incarnation: IncarnationToken(high: 1, low: 1))), at: t.records[tap].time), at: tap)
+        let d = try #require(try divergence(t.header, changed))
+        #expect(d.record == tap && d.kind == .missing && d.rule?.section == "C14")
+    }
+
+    @Test func thePhonesAckMustGoToItsSnapshotSenderNext() throws {
+        let t = try Self.trace()
+        defer { t.remove() }
+        let handover = try #require(t.records.indices.first { if case .snapshotSender(.ack)? = t.input($0) { true } else { false } })
+        // Left out: the ack the replayed PhoneReceiver sent is never handed over.
+        var without = t.records
+        without.remove(at: handover)
+        while handover < without.count, WatchRecordCodec.isAction(without[handover]) { without.remove(at: handover) }
+        let d = try #require(try divergence(t.header, without))
+        #expect(d.record == handover && d.kind == .extra && d.rule?.section == "C14", "\(d)")
+        // Another ack handed over than the one sent.
+        var other = t.records
+        other[handover] = try edited(other[handover]) { o in
+            guard case .object(var ack)? = o["ack"], let next = ack["next"]?.stringValue, let n = UInt64(next) else { return }
+            ack["next"] = .string(String(n + 1))
+            o["ack"] = .object(ack)
+        }
+        #expect(other[handover] != t.records[handover], "the edit must change the record: \(t.records[handover].payloadText)")
+        let d2 = try #require(try divergence(t.header, other))
+        #expect(d2.record == handover && d2.kind == .different && d2.rule?.section == "C14", "\(d2)")
+    }
+
+    @Test func aRelaunchMustLoadTheFloorTheWatchPersisted() throws {
+        let t = try Self.trace()
+        defer { t.remove() }
+        let launches = t.records.indices.filter { if case .watchLaunched? = t.input($0) { true } else { false } }
+        try #require(launches.count == 2)
+        let relaunch = launches[1]
+        guard case .watchLaunched(var l)? = t.input(relaunch) else { return }
+        l.storedFloor = (l.storedFloor ?? 0) &- 1
+        var changed = t.records
+        changed[relaunch] = WatchRecordCodec.record(.watchLaunched(l), at: t.records[relaunch].time)
+        let d = try #require(try divergence(t.header, changed))
+        #expect(d.record == relaunch && d.kind == .different && d.rule?.section == "C2/C8", "\(d)")
+    }
+
+    @Test func aTraceEndingBetweenAnInputAndItsActionsIsExtraUnlessItIsIncomplete() throws {
+        let t = try Self.trace("watch-offline")
+        defer { t.remove() }
+        let tap = try #require(t.records.indices.last { if case .watch(.tap)? = t.input($0) { true } else { false } })
+        try #require(WatchRecordCodec.isAction(t.records[tap + 1]))
+        let cut = Array(t.records[...tap])
+        let d = try #require(try divergence(t.header, cut))
+        #expect(d.record == cut.count && d.kind == .extra, "a closed trace says nothing followed")
+        // The same records as a killed recorder leaves them (no index and trailer): the actions were lost.
+        let path = t.path + ".killed"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var options = TraceWriterOptions()
+        options.redactionKey = t.header.redaction.key
+        let writer = try TraceWriter(path: path, header: t.header, options: options)
+        for r in cut { writer.append(r) }
+        _ = try writer.close()
+        let last = try #require(try TraceReader(path: path).index?.last)
+        let bytes = try #require(FileManager.default.contents(atPath: path))
+        try #require(FileManager.default.createFile(atPath: path, contents: bytes.prefix(Int(last.endOffset))))
+        #expect(throws: ReplayError.self) { try WatchReplayer(path: path) }
+        let r = try WatchReplayer(path: path, allowDamaged: true)
+        #expect(r.run() == .finished, "\(r.divergence?.description ?? "")")
+        #expect(r.readProblem != nil)
+    }
+
+    @Test func aGapTheRecorderLeftOrAForeignRecordStopsTheReplayThere() throws {
+        let t = try Self.trace("watch-offline")
+        defer { t.remove() }
+        let at = t.records.count / 2
+        var gap = t.records
+        gap.insert(TraceRecord(kind: .dropped, time: t.records[at].time, payload: Array(#"{"count":3}"#.utf8)), at: at)
+        let d = try #require(try divergence(t.header, gap))
+        #expect(d.record == at && d.kind == .undecodable && d.actual.contains("dropped"))
+        var foreign = t.records
+        foreign.insert(TraceRecord(kind: .transportOpened, time: t.records[at].time, channel: .watch, generation: 1), at: at)
+        let d2 = try #require(try divergence(t.header, foreign))
+        #expect(d2.record == at && d2.kind == .undecodable && d2.actual.contains("channel watch"))
     }
 }
