@@ -17,7 +17,9 @@ enum ReplayCommand {
             a virtual clock, and compares every action with the recorded one (JSON canonically, binary byte \
             for byte). Exit 0 when the replay matches the trace to the end, 1 at the first divergence (the \
             report names the record, time, generation, the SPEC rule, the JSON differences and the records \
-            before it).
+            before it). A complete trace is read a chunk at a time; a damaged chunk met on the way ends the \
+            replay with exit 65 (naming the record and byte offset) after every record before it; a trace \
+            without index and trailer (a killed recorder) exits 65 unless --allow-incomplete.
             A watch-channel trace (header client.channel "watch", from simulate --scenario watch-*) replays \
             strictly through the four WatchLink machines instead: each launch rebuilds them from the recorded \
             values and incarnation token, each recorded input goes to its machine, each action is compared; \
@@ -48,7 +50,7 @@ enum ReplayCommand {
             OptionSpec(long: "step", help: "Step interactively; commands come from stdin."),
             OptionSpec(long: "set", valueName: "name=time,...", help: "Change the client's timing for the replay (a what-if experiment): " + ClientTuning.names.keys.sorted().joined(separator: ", ") + "."),
             OptionSpec(long: "perturb", valueName: "seeds", help: "Perturbation replay: one run per seed (SEED or A..B) with seeded faults; report seeds that break an invariant."),
-            OptionSpec(long: "shrink", valueName: "out", help: "With --perturb: write the first failure, shrunk to a minimal fault list, as a trace at OUT (faults in OUT.faults.json)."),
+            OptionSpec(long: "shrink", valueName: "out", help: "With --perturb: write the first failure, shrunk to a minimal fault list and script, as a trace at OUT (faults in OUT.faults.json)."),
             OptionSpec(long: "format", valueName: "format", help: "Output format of the result (not with --step or --perturb): text or json.", allowed: ["text", "json"], defaultValue: "text"),
             OptionSpec(long: "allow-incomplete", help: "Replay a trace without index and trailer (a recorder that was killed) up to its last intact record."),
             OptionSpec(long: "what-if", help: "Run the client against the recorded peer instead: timers from the virtual clock, recorded answers matched to what the client actually sends; report frames without a counterpart."),
