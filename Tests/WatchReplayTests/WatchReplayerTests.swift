@@ -500,3 +500,38 @@ func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Diver
         #expect(d2.record == at && d2.kind == .undecodable && d2.actual.contains("channel watch"))
     }
 }
+
+/// Bad input never crashes a watch replay: payloads damaged inside valid chunks stop it with a divergence
+/// at or after the damaged record, or do not matter.
+@Suite struct WatchReplayFuzzTests {
+    @Test(arguments: ["watch-offline", "watch-restart"])
+    func damagedPayloadsStopTheReplayAtOrAfterTheDamageAndNeverCrash(name: String) throws {
+        let t = try WatchTraceFile(name, seed: 5, duration: .seconds(600))
+        defer { t.remove() }
+        var rng = SeededRandom(seed: 0x57A7)
+        var diverged = 0
+        let candidates = t.records.indices.filter { !t.records[$0].payload.isEmpty }
+        for _ in 0..<300 {
+            let victim = candidates[Int(rng.next(upperBound: UInt64(candidates.count)))]
+            var damaged = t.records
+            var p = damaged[victim].payload
+            let i = Int(rng.next(upperBound: UInt64(p.count)))
+            switch rng.next(upperBound: UInt64(3)) {
+            case 0: p[i] = UInt8(truncatingIfNeeded: rng.next())
+            case 1: p.insert(UInt8(truncatingIfNeeded: rng.next()), at: i)
+            default: if p.count > 1 { p.remove(at: i) }
+            }
+            damaged[victim].payload = p
+            let r = try WatchReplayer(header: t.header, records: damaged)
+            switch r.run() {
+            case .finished: continue
+            case .diverged(let d):
+                diverged += 1
+                #expect(d.record >= victim, "no divergence before the damaged record #\(victim): #\(d.record)")
+            case .paused, .damaged:
+                Issue.record("an in-memory watch replay only finishes or diverges")
+            }
+        }
+        #expect(diverged > 200, "most damage shows: \(diverged) of 300")
+    }
+}
