@@ -23,8 +23,8 @@ enum ReplayCommand {
             A watch-channel trace (header client.channel "watch", from simulate --scenario watch-*) replays \
             strictly through the four WatchLink machines instead: each launch rebuilds them from the recorded \
             values and incarnation token, each recorded input goes to its machine, each action is compared; \
-            same output, JSON and exit codes. Watch traces take strict replay (--format, --allow-incomplete) \
-            and --perturb; --step, --until, --break, --set and --what-if are for relay-client traces.
+            same output, JSON and exit codes. Watch traces take --until, --break (time=, record=, timer=), \
+            --step, --format, --allow-incomplete and --perturb; --set and --what-if are for relay-client traces.
             Break expressions (comma-separated): time=T (e.g. time=1m30s), record=N, type=T (message type, \
             e.g. registered), method=M, event=E, timer=NAME (e.g. heartbeat, interest.renewal), phase=P \
             (registered, connecting, suspended...), gen=N (the current generation).
@@ -89,10 +89,14 @@ enum ReplayCommand {
             return RelayTraceCommand.usageError(UsageError(message: "--shrink needs --perturb SEED[..SEED]", commandPath: command), ctx)
         }
         if isWatchTrace(path: path) {
-            guard !args.flag("step"), !args.flag("what-if"), args.value("until") == nil, args.value("break") == nil, args.value("set") == nil else {
-                return RelayTraceCommand.usageError(UsageError(message: "\(path) is a watch-channel trace: it takes strict replay (relaytrace replay FILE [--format json] [--allow-incomplete]) and --perturb SEED[..SEED]; --step, --until, --break, --set and --what-if are for relay-client traces", commandPath: command), ctx)
+            guard !args.flag("what-if"), args.value("set") == nil else {
+                return RelayTraceCommand.usageError(UsageError(message: "\(path) is a watch-channel trace: it takes strict replay (with --until, --break, --step, --format json, --allow-incomplete) and --perturb SEED[..SEED]; --set and --what-if are for relay-client traces", commandPath: command), ctx)
             }
-            return watchReplay(path: path, allowIncomplete: args.flag("allow-incomplete"), json: json, ctx)
+            if let bad = (conditions + breakpoints).first(where: { !appliesToWatch($0) }) {
+                return RelayTraceCommand.usageError(UsageError(message: "\(path) is a watch-channel trace: break on time=, record= or timer= (stalledAck, heartbeat); '\(bad)' is for relay-client traces", commandPath: command), ctx)
+            }
+            return watchReplay(path: path, allowIncomplete: args.flag("allow-incomplete"), json: json, step: args.flag("step"),
+                               conditions: conditions, breakpoints: breakpoints, ctx)
         }
         var tuning = ClientTuning.spec
         if let text = args.value("set") {
@@ -239,27 +243,34 @@ enum ReplayCommand {
     }
 
     /// Strict replay of a watch-channel trace: the same output, JSON and exit codes as a relay trace's.
-    static func watchReplay(path: String, allowIncomplete: Bool, json: Bool, _ ctx: CLIContext) -> ExitCode {
+    static func watchReplay(path: String, allowIncomplete: Bool, json: Bool, step: Bool, conditions: [ReplayCondition],
+                            breakpoints: [ReplayCondition], _ ctx: CLIContext) -> ExitCode {
         let replayer: WatchReplayer
         do throws(ReplayError) {
             replayer = try WatchReplayer(path: path, allowDamaged: allowIncomplete)
         } catch {
             return openFailed(error, ctx)
         }
+        replayer.breakpoints = breakpoints
+        if step { return watchInteractive(replayer, ctx) }
         let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
         replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
-        let stop = replayer.run()
+        let stop = replayer.run(until: conditions)
         progress.done()
         if json { return watchResult(stop, replayer, path: path, ctx) }
         switch stop {
-        case .finished, .paused:
+        case .paused(let at, let why):
+            ctx.stdout.line("paused before record #\(at) (\(why))")
+            ctx.stdout.line(replayer.description)
+            return .success
+        case .finished:
             ctx.stdout.line("replayed \(replayer.records.count) records: no divergence (channel watch: \(replayer.inputsFed) inputs, \(replayer.actionsMatched) actions matched, \(replayer.watchLaunches) watch launch(es), \(replayer.phoneLaunches) phone launch(es))")
             if let problem = replayer.readProblem {
                 ctx.stdout.line("the trace is incomplete and ends there: \(problem.description)")
             }
             return .success
         case .diverged(let d):
-            ctx.stdout.line(watchReport(d, path: path))
+            ctx.stdout.line(d.description)
             ctx.stdout.line("the machines where the replay stopped (before record #\(d.record)):")
             ctx.stdout.line(replayer.description.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n"))
             return .found
@@ -269,14 +280,89 @@ enum ReplayCommand {
         }
     }
 
-    /// A divergence report whose last line points at what a watch trace supports (`--step` and `--until`
-    /// are for relay-client traces).
-    static func watchReport(_ d: Divergence, path: String) -> String {
-        var lines = d.description.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        if let last = lines.indices.last, lines[last].hasPrefix("To investigate:") {
-            lines[last] = "To investigate: relaytrace show FILE \(d.record), or relaytrace frames FILE --channel watch --until \(d.time.seconds)s --format table."
+    /// Whether a break condition can hold on a watch trace (time, record, timer).
+    static func appliesToWatch(_ c: ReplayCondition) -> Bool {
+        switch c {
+        case .time, .record, .timer: true
+        case .messageType, .method, .eventType, .state: false
         }
-        return lines.joined(separator: "\n")
+    }
+
+    /// `--step` on a watch trace: the relay prompt's commands, `back` replaying from the start.
+    static func watchInteractive(_ r: WatchReplayer, _ ctx: CLIContext) -> ExitCode {
+        let out = ctx.stdout
+        out.line("replaying \(r.records.count) records of a watch-channel trace; 'help' lists the commands")
+        if let problem = r.readProblem { out.line("the trace is incomplete and ends after them: \(problem.description)") }
+        func showNext() {
+            if r.position < r.records.count { out.line("next: #\(r.position) \(r.describe(r.records[r.position]))") }
+            else { out.line("at the end of the trace") }
+        }
+        func report(_ stop: ReplayStop) {
+            switch stop {
+            case .finished: out.line("finished: no divergence")
+            case .paused(let at, let why): out.line("paused before #\(at): \(why)")
+            case .diverged(let d): out.line(d.description)
+            case .damaged(let at, let error): out.line("the trace is damaged at record #\(at): \(error.description)")
+            }
+        }
+        func code() -> ExitCode {
+            if let damage = r.damage { return RelayTraceCommand.exitCode(for: damage.error) }
+            return r.divergence == nil ? .success : .found
+        }
+        showNext()
+        out.write("(replay #\(r.position) t=\(r.now)) ")
+        out.flush()
+        while let line = readLine() {
+            let words = line.split(separator: " ").map(String.init)
+            let n = words.count > 1 ? max(1, Int(words[1]) ?? 1) : 1
+            switch words.first ?? "next" {
+            case "n", "next", "s", "step":
+                for _ in 0..<n {
+                    guard let e = r.step() else { break }
+                    if case .diverged(let d) = e { out.line(d.description); break }
+                    if case .damaged(let at, let error) = e { out.line("the trace is damaged at record #\(at): \(error.description)"); break }
+                }
+                showNext()
+            case "c", "continue":
+                report(r.run(until: []))
+                showNext()
+            case "b", "back":
+                for _ in 0..<n { if !r.stepBack() { break } }
+                showNext()
+            case "break":
+                do throws(UsageError) {
+                    let added = try parseBreakpoints(words.dropFirst().joined(separator: " "), commandPath: ["break"])
+                    if let bad = added.first(where: { !appliesToWatch($0) }) {
+                        out.line("error: a watch trace breaks on time=, record= or timer=; '\(bad)' is for relay-client traces")
+                    } else {
+                        r.breakpoints += added
+                        out.line("breakpoints: " + r.breakpoints.map { $0.description }.joined(separator: "; "))
+                    }
+                } catch {
+                    out.line("error: \(error.message)")
+                }
+            case "delete":
+                r.breakpoints = []
+                out.line("breakpoints cleared")
+            case "state", "timers":
+                out.line(r.description)
+            case "frames":
+                let end = min(r.records.count, r.position + (words.count > 1 ? n : 10))
+                for i in r.position..<end { out.line("#\(i) \(r.describe(r.records[i]))") }
+            case "where":
+                showNext()
+            case "q", "quit", "exit":
+                return code()
+            case "help", "?":
+                out.line("next [N], continue, back [N], break EXPR (time=, record=, timer=), delete, state, timers, frames [N], where, quit")
+            default:
+                out.line("unknown command '\(words.first ?? "")'; 'help' lists the commands")
+            }
+            out.write("(replay #\(r.position) t=\(r.now)) ")
+            out.flush()
+        }
+        out.line("")
+        return code()
     }
 
     /// `--format json` of a watch replay: `file`, `channel` (`watch`), `records`, `position`, `inputs`,

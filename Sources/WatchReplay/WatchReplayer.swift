@@ -301,14 +301,91 @@ public final class WatchReplayer: CustomStringConvertible {
 
     /// Replays until the end, a divergence, or damage.
     @discardableResult
-    public func run() -> ReplayStop {
+    public func run() -> ReplayStop { run(until: []) }
+
+    /// Replays until the end, a divergence, damage, or (before a record) one of `conditions` or a
+    /// breakpoint: ``ReplayCondition/time(_:)`` and ``ReplayCondition/record(_:)`` apply to a watch trace,
+    /// and ``ReplayCondition/timer(_:)`` with the watch channel's timer names (`stalledAck`,
+    /// `heartbeat`); the others never hold. As ``Replayer/run(until:)``: the record it stops before is not
+    /// replayed, and running again from that same pause goes past the conditions that held there.
+    @discardableResult
+    public func run(until conditions: [ReplayCondition]) -> ReplayStop {
+        let all = conditions + breakpoints
         let interval = max(1, progressInterval)
-        while step() != nil {
+        while divergence == nil, damage == nil {
+            if !all.isEmpty, position < records.count, all.contains(where: { holds($0, before: position) }) {
+                let passed = position == pausedAt ? pausedHits : []
+                let hits = all.filter { holds($0, before: position) && !passed.contains($0.description) }
+                if let hit = hits.first {
+                    if pausedAt != position { pausedHits = [] }
+                    pausedAt = position
+                    pausedHits.formUnion(hits.map(\.description))
+                    return .paused(at: position, reason: hit.description)
+                }
+            }
+            guard step() != nil else { break }
             if divergence == nil, damage == nil, position % interval == 0, let onProgress { onProgress(position) }
         }
         if let divergence { return .diverged(divergence) }
         if let damage { return .damaged(at: damage.record, damage.error) }
         return .finished
+    }
+
+    /// Conditions that pause ``run(until:)``.
+    public var breakpoints: [ReplayCondition] = []
+    private var pausedAt: Int?
+    private var pausedHits: Set<String> = []
+
+    private func holds(_ c: ReplayCondition, before index: Int) -> Bool {
+        switch c {
+        case .record(let n): return index >= n
+        case .time(let t): return records[index].time >= t
+        case .timer(let name):
+            let r = records[index]
+            guard r.kind == .timerFired, r.channel == .watch, let json = try? JSONValue(parsing: r.payload) else { return false }
+            return json["timer"]?.stringValue == name
+        case .messageType, .method, .eventType, .state:
+            return false
+        }
+    }
+
+    /// Starts again from the first record (the machines unlaunched).
+    public func rewind() {
+        position = 0
+        watch = nil
+        snapshotReceiver = SnapshotReceiver()
+        phone = nil
+        snapshotSender = nil
+        watchLaunches = 0
+        phoneLaunches = 0
+        inputsFed = 0
+        actionsMatched = 0
+        now = .zero
+        divergence = nil
+        damage = nil
+        pending = []
+        pendingHead = 0
+        dueSnapshotAck = nil
+        dueSenderAcks = []
+        lastWatchFloor = nil
+        pausedAt = nil
+    }
+
+    /// Moves to just before record `target` (0...records.count): from the start again when it lies behind
+    /// (watch traces are small: no checkpoints), then forward.
+    public func seek(to target: Int) {
+        let target = min(max(0, target), records.count)
+        if target < position || divergence != nil || damage != nil { rewind() }
+        pausedAt = nil
+        while position < target, step() != nil {}
+    }
+
+    /// Steps back one record (replays from the start to the record before). Returns false at the start.
+    @discardableResult
+    public func stepBack() -> Bool {
+        guard position > 0 else { return false }
+        seek(to: position - 1)
+        return true
     }
 
     // MARK: State

@@ -62,8 +62,8 @@ import Trace
         #expect(r.stdout.contains("divergence at record #\(target), t=\(records[target].time) (different)"), "\(r.stdout)")
         #expect(r.stdout.contains("SPEC C3/C5"))
         #expect(r.stdout.contains("$.x: expected 1, missing"))
-        #expect(r.stdout.contains("To investigate: relaytrace show FILE \(target), or relaytrace frames FILE --channel watch"), "\(r.stdout)")
-        #expect(!r.stdout.contains("--step"), "watch traces do not step")
+        #expect(r.stdout.contains("To investigate: relaytrace replay FILE --until"), "\(r.stdout)")
+        #expect(r.stdout.contains("--step"), "watch traces step too")
         #expect(r.stdout.contains("the machines where the replay stopped (before record #\(target)):"))
         let j = try JSONValue(parsing: try relaytrace(["replay", changed, "--format", "json"]).stdout)
         #expect(j["result"] == "diverged")
@@ -84,14 +84,19 @@ import Trace
         #expect(x["divergence"]?["actual"]?.stringValue?.hasSuffix(records[last].payloadText) == true)
     }
 
-    @Test func steppingAndWhatIfOptionsAreUsageErrorsNamingWhatWatchTracesTake() throws {
+    @Test func relayOnlyOptionsAreUsageErrorsNamingWhatWatchTracesTake() throws {
         let path = try Self.simulate("watch-restart", seed: 2)
         defer { try? FileManager.default.removeItem(atPath: path) }
-        for args in [["--step"], ["--until", "10"], ["--break", "record=5"], ["--set", "heartbeatInterval=6s"], ["--what-if"]] {
+        for args in [["--set", "heartbeatInterval=6s"], ["--what-if"]] {
             let r = try relaytrace(["replay", path] + args)
             #expect(r.status == 64, "\(args): \(r.stdout)\(r.stderr)")
             #expect(r.stderr.contains("is a watch-channel trace: it takes strict replay"), "\(args): \(r.stderr)")
             #expect(r.stderr.contains("--perturb"))
+        }
+        for args in [["--break", "type=registered"], ["--break", "phase=registered"], ["--break", "method=session.list"]] {
+            let r = try relaytrace(["replay", path] + args)
+            #expect(r.status == 64, "\(args): \(r.stdout)\(r.stderr)")
+            #expect(r.stderr.contains("break on time=, record= or timer="), "\(args): \(r.stderr)")
         }
         // --perturb still runs on it.
         let p = try relaytrace(["replay", path, "--perturb", "1..3"])
@@ -132,5 +137,25 @@ import Trace
         #expect(j["result"] == "damaged")
         #expect(j["damage"]?["record"]?.intValue == Int64(victim.firstRecord))
         #expect(j["damage"]?["code"] == "checksumMismatch")
+    }
+
+    @Test func untilAndBreakPauseAWatchReplayAndStepIsDrivableThroughAPipe() throws {
+        let path = try Self.simulate("watch-restart", seed: 2)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let until = try relaytrace(["replay", path, "--until", "60"])
+        #expect(until.status == 0, "\(until.stderr)")
+        #expect(until.stdout.contains("paused before record #"), "\(until.stdout)")
+        #expect(until.stdout.contains("watch:     launch 1"))
+        let j = try JSONValue(parsing: try relaytrace(["replay", path, "--break", "timer=stalledAck", "--format", "json"]).stdout)
+        #expect(j["result"] == "paused")
+        #expect(j["paused"]?["reason"] == "timer stalledAck")
+        let r = try sh("printf 'next 3\\nbreak timer=stalledAck\\ncontinue\\nstate\\nback 2\\nwhere\\ncontinue\\ndelete\\ncontinue\\nquit\\n' | \"$RT\" replay '\(path)' --step")
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains("breakpoints: timer stalledAck"))
+        #expect(r.stdout.contains("timerFired {\"side\":\"watch\",\"timer\":\"stalledAck\""), "\(r.stdout)")
+        #expect(r.stdout.contains("stall deadline"), "state shows the machines")
+        #expect(r.stdout.contains("finished: no divergence"))
+        let paused = r.stdout.components(separatedBy: "paused before #").count - 1
+        #expect(paused == 2, "paused at the fire, and again after stepping back before it: \(paused)")
     }
 }

@@ -535,3 +535,40 @@ func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Diver
         #expect(diverged > 200, "most damage shows: \(diverged) of 300")
     }
 }
+
+/// Stepping a watch replay: conditions, breakpoints, and stepping back (from the start again).
+@Suite struct WatchReplaySteppingTests {
+    @Test func steppingForwardAndBackVisitsTheSameStatesInReverse() throws {
+        let t = try WatchTraceFile("watch-restart", seed: 4, duration: .seconds(300))
+        defer { t.remove() }
+        let r = try WatchReplayer(header: t.header, records: t.records)
+        var forward = [r.description]
+        while r.step() != nil { forward.append(r.description) }
+        #expect(r.divergence == nil && forward.count > 100)
+        var backward = [r.description]
+        while r.stepBack() { backward.append(r.description) }
+        #expect(backward == forward.reversed())
+        #expect(r.position == 0 && r.watch == nil && r.inputsFed == 0)
+    }
+
+    @Test func runUntilPausesBeforeTheFirstMatchingRecordAndContinuesPastIt() throws {
+        let t = try WatchTraceFile("watch-offline", seed: 4)
+        defer { t.remove() }
+        let r = try WatchReplayer(header: t.header, records: t.records)
+        guard case .paused(let at, _) = r.run(until: [.time(.seconds(120))]) else { Issue.record("must pause"); return }
+        #expect(at == t.records.firstIndex { $0.time >= .seconds(120) })
+        #expect(r.position == at)
+        let fires = t.records.indices.filter { i in
+            if case .watch(.timerFired(.stalledAck))? = t.input(i) { true } else { false }
+        }
+        try #require(fires.count >= 2)
+        r.breakpoints = [.timer("stalledAck")]
+        let firstAfter = try #require(fires.first { $0 >= at })
+        guard case .paused(let fire, let why) = r.run(until: []) else { Issue.record("must pause at a stalled-ack fire"); return }
+        #expect(fire == firstAfter && why == "timer stalledAck")
+        guard case .paused(let next, _) = r.run(until: []) else { Issue.record("must pause at the next fire"); return }
+        #expect(next == fires.first { $0 > fire }, "continuing from a pause goes past the condition that held there")
+        r.breakpoints = []
+        #expect(r.run(until: [.messageType("registered")]) == .finished, "relay-only conditions never hold on a watch trace")
+    }
+}
