@@ -252,7 +252,7 @@ enum ReplayCommand {
             return openFailed(error, ctx)
         }
         replayer.breakpoints = breakpoints
-        if step { return watchInteractive(replayer, ctx) }
+        if step { return interactive(replayer, ctx) }
         let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
         replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
         let stop = replayer.run(until: conditions)
@@ -286,83 +286,6 @@ enum ReplayCommand {
         case .time, .record, .timer: true
         case .messageType, .method, .eventType, .state: false
         }
-    }
-
-    /// `--step` on a watch trace: the relay prompt's commands, `back` replaying from the start.
-    static func watchInteractive(_ r: WatchReplayer, _ ctx: CLIContext) -> ExitCode {
-        let out = ctx.stdout
-        out.line("replaying \(r.records.count) records of a watch-channel trace; 'help' lists the commands")
-        if let problem = r.readProblem { out.line("the trace is incomplete and ends after them: \(problem.description)") }
-        func showNext() {
-            if r.position < r.records.count { out.line("next: #\(r.position) \(r.describe(r.records[r.position]))") }
-            else { out.line("at the end of the trace") }
-        }
-        func report(_ stop: ReplayStop) {
-            switch stop {
-            case .finished: out.line("finished: no divergence")
-            case .paused(let at, let why): out.line("paused before #\(at): \(why)")
-            case .diverged(let d): out.line(d.description)
-            case .damaged(let at, let error): out.line("the trace is damaged at record #\(at): \(error.description)")
-            }
-        }
-        func code() -> ExitCode {
-            if let damage = r.damage { return RelayTraceCommand.exitCode(for: damage.error) }
-            return r.divergence == nil ? .success : .found
-        }
-        showNext()
-        out.write("(replay #\(r.position) t=\(r.now)) ")
-        out.flush()
-        while let line = readLine() {
-            let words = line.split(separator: " ").map(String.init)
-            let n = words.count > 1 ? max(1, Int(words[1]) ?? 1) : 1
-            switch words.first ?? "next" {
-            case "n", "next", "s", "step":
-                for _ in 0..<n {
-                    guard let e = r.step() else { break }
-                    if case .diverged(let d) = e { out.line(d.description); break }
-                    if case .damaged(let at, let error) = e { out.line("the trace is damaged at record #\(at): \(error.description)"); break }
-                }
-                showNext()
-            case "c", "continue":
-                report(r.run(until: []))
-                showNext()
-            case "b", "back":
-                for _ in 0..<n { if !r.stepBack() { break } }
-                showNext()
-            case "break":
-                do throws(UsageError) {
-                    let added = try parseBreakpoints(words.dropFirst().joined(separator: " "), commandPath: ["break"])
-                    if let bad = added.first(where: { !appliesToWatch($0) }) {
-                        out.line("error: a watch trace breaks on time=, record= or timer=; '\(bad)' is for relay-client traces")
-                    } else {
-                        r.breakpoints += added
-                        out.line("breakpoints: " + r.breakpoints.map { $0.description }.joined(separator: "; "))
-                    }
-                } catch {
-                    out.line("error: \(error.message)")
-                }
-            case "delete":
-                r.breakpoints = []
-                out.line("breakpoints cleared")
-            case "state", "timers":
-                out.line(r.description)
-            case "frames":
-                let end = min(r.records.count, r.position + (words.count > 1 ? n : 10))
-                for i in r.position..<end { out.line("#\(i) \(r.describe(r.records[i]))") }
-            case "where":
-                showNext()
-            case "q", "quit", "exit":
-                return code()
-            case "help", "?":
-                out.line("next [N], continue, back [N], break EXPR (time=, record=, timer=), delete, state, timers, frames [N], where, quit")
-            default:
-                out.line("unknown command '\(words.first ?? "")'; 'help' lists the commands")
-            }
-            out.write("(replay #\(r.position) t=\(r.now)) ")
-            out.flush()
-        }
-        out.line("")
-        return code()
     }
 
     /// `--format json` of a watch replay: `file`, `channel` (`watch`), `records`, `position`, `inputs`,
@@ -433,12 +356,14 @@ enum ReplayCommand {
 
     // MARK: Interactive
 
-    static func interactive(_ r: Replayer, _ ctx: CLIContext) -> ExitCode {
+    /// `--step`: commands from stdin (a terminal or a pipe) drive `r`, a relay-client or a watch-channel
+    /// replay; exit 0, 1 after a divergence, the damage's code after damage.
+    static func interactive(_ r: some InteractiveReplay, _ ctx: CLIContext) -> ExitCode {
         let out = ctx.stdout
-        out.line("replaying \(r.records.count) records; 'help' lists the commands")
+        out.line("replaying \(r.records.count) records\(r.channelNote); 'help' lists the commands")
         if let problem = r.readProblem { out.line("the trace is incomplete and ends after them: \(problem.description)") }
         func prompt() {
-            let t = r.position < r.records.count ? r.records[r.position].time : r.machine.now
+            let t = r.position < r.records.count ? r.records[r.position].time : r.endTime
             out.write("(replay #\(r.position) t=\(t)) ")
             out.flush()
         }
@@ -454,6 +379,10 @@ enum ReplayCommand {
             case .damaged(let at, let error): out.line("the trace is damaged at record #\(at): \(error.description)")
             }
         }
+        func code() -> ExitCode {
+            if let damage = r.damage { return RelayTraceCommand.exitCode(for: damage.error) }
+            return r.divergence == nil ? .success : .found
+        }
         showNext()
         prompt()
         while let line = readLine() {
@@ -462,21 +391,25 @@ enum ReplayCommand {
             switch words.first ?? "next" {
             case "n", "next", "s", "step":
                 for _ in 0..<n {
-                    guard let e = r.step() else { break }
-                    if case .diverged(let d) = e { out.line(d.description); break }
-                    if case .damaged(let at, let error) = e { out.line("the trace is damaged at record #\(at): \(error.description)"); break }
+                    guard let stop = r.stepOnce() else { break }
+                    if let stop { report(stop); break }
                 }
                 showNext()
             case "c", "continue":
-                report(r.run())
+                report(r.run(until: []))
                 showNext()
             case "b", "back":
                 for _ in 0..<n { if !r.stepBack() { break } }
                 showNext()
             case "break":
                 do throws(UsageError) {
-                    r.breakpoints += try parseBreakpoints(words.dropFirst().joined(separator: " "), commandPath: ["break"])
-                    out.line("breakpoints: " + r.breakpoints.map { $0.description }.joined(separator: "; "))
+                    let added = try parseBreakpoints(words.dropFirst().joined(separator: " "), commandPath: ["break"])
+                    if let why = added.lazy.compactMap({ r.refusal($0) }).first {
+                        out.line("error: \(why)")
+                    } else {
+                        r.breakpoints += added
+                        out.line("breakpoints: " + r.breakpoints.map { $0.description }.joined(separator: "; "))
+                    }
                 } catch {
                     out.line("error: \(error.message)")
                 }
@@ -484,17 +417,16 @@ enum ReplayCommand {
                 r.breakpoints = []
                 out.line("breakpoints cleared")
             case "state":
-                out.line(r.snapshot.description)
+                out.line(r.stateText)
             case "timers":
-                let timers = r.machine.armedTimers
-                out.line(timers.isEmpty ? "no timers armed" : timers.map { "\($0.id) at \($0.deadline)" }.joined(separator: "\n"))
+                out.line(r.timersText)
             case "frames":
                 let end = min(r.records.count, r.position + (words.count > 1 ? n : 10))
                 for i in r.position..<end { out.line("#\(i) \(r.describe(r.records[i]))") }
             case "where":
                 showNext()
             case "q", "quit", "exit":
-                return exitCode(of: r)
+                return code()
             case "help", "?":
                 out.line("next [N], continue, back [N], break EXPR, delete, state, timers, frames [N], where, quit")
             default:
@@ -503,6 +435,55 @@ enum ReplayCommand {
             prompt()
         }
         out.line("")
-        return exitCode(of: r)
+        return code()
+    }
+}
+
+/// What the `--step` prompt drives: the relay client's replayer or the watch channel's.
+protocol InteractiveReplay: AnyObject {
+    var records: ReplayRecords { get }
+    var position: Int { get }
+    var breakpoints: [ReplayCondition] { get set }
+    var readProblem: TraceError? { get }
+    var divergence: Divergence? { get }
+    var damage: (record: Int, error: TraceError)? { get }
+    /// The prompt's time once past the last record.
+    var endTime: Moment { get }
+    /// Said after the record count at the start (`" of a watch-channel trace"`).
+    var channelNote: String { get }
+    /// The `state` command's text.
+    var stateText: String { get }
+    /// The `timers` command's text.
+    var timersText: String { get }
+    func describe(_ r: TraceRecord) -> String
+    /// Replays one record: nil at the end (or after a stop), `.some(nil)` when it went on, the stop when
+    /// it diverged or met damage.
+    func stepOnce() -> ReplayStop??
+    func stepBack() -> Bool
+    func run(until conditions: [ReplayCondition]) -> ReplayStop
+    /// Why a break condition cannot hold on this replay, or nil when it can.
+    func refusal(_ c: ReplayCondition) -> String?
+}
+
+extension Replayer: InteractiveReplay {
+    var endTime: Moment { machine.now }
+    var channelNote: String { "" }
+    var stateText: String { snapshot.description }
+    var timersText: String {
+        let timers = machine.armedTimers
+        return timers.isEmpty ? "no timers armed" : timers.map { "\($0.id) at \($0.deadline)" }.joined(separator: "\n")
+    }
+    func stepOnce() -> ReplayStop?? { step().map(\.stop) }
+    func refusal(_ c: ReplayCondition) -> String? { nil }
+}
+
+extension WatchReplayer: InteractiveReplay {
+    var endTime: Moment { now }
+    var channelNote: String { " of a watch-channel trace" }
+    var stateText: String { description }
+    var timersText: String { description }
+    func stepOnce() -> ReplayStop?? { step().map(\.stop) }
+    func refusal(_ c: ReplayCondition) -> String? {
+        ReplayCommand.appliesToWatch(c) ? nil : "a watch trace breaks on time=, record= or timer=; '\(c)' is for relay-client traces"
     }
 }

@@ -38,6 +38,15 @@ public enum ReplayEvent: Sendable, Equatable {
     case diverged(Divergence)
     /// The trace file is damaged at this record (see ``ReplayStop/damaged(at:_:)``).
     case damaged(record: Int, TraceError)
+
+    /// The stop this step ended the replay with (a divergence or damage); nil when it went on.
+    public var stop: ReplayStop? {
+        switch self {
+        case .diverged(let d): .diverged(d)
+        case .damaged(let at, let error): .damaged(at: at, error)
+        case .fed, .matched, .skipped: nil
+        }
+    }
 }
 
 /// A condition to stop a replay before a record.

@@ -18,6 +18,15 @@ public enum WatchReplayEvent: Sendable, Equatable {
     case diverged(Divergence)
     /// The trace file is damaged at this record (see ``ReplayStop/damaged(at:_:)``).
     case damaged(record: Int, TraceError)
+
+    /// The stop this step ended the replay with (a divergence or damage); nil when it went on.
+    public var stop: ReplayStop? {
+        switch self {
+        case .diverged(let d): .diverged(d)
+        case .damaged(let at, let error): .damaged(at: at, error)
+        case .fed, .matched, .skipped: nil
+        }
+    }
 }
 
 /// Strict replay of a watch-channel trace (docs/TRACE_FORMAT.md §12), in the spirit of ``Replayer``.
