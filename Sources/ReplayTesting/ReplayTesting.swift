@@ -1,4 +1,5 @@
 public import Replay
+public import WatchReplay
 public import Testing
 import Foundation
 
@@ -24,14 +25,14 @@ public struct TraceReplay {
     /// Loads `Traces/<name>.rtrace` of the package that contains the calling test file (found by walking
     /// up from `filePath` to the directory holding `Package.swift`), or `name` itself when it is a path.
     public init(named name: String, filePath: String = #filePath) throws {
-        let path: String
-        if name.contains("/") {
-            path = name
-        } else {
-            path = try TraceReplay.packageRoot(from: filePath) + "/Traces/" + name + (name.hasSuffix(".rtrace") ? "" : ".rtrace")
-        }
-        self.path = path
-        self.replayer = try Replayer(path: path)
+        path = try TraceReplay.path(named: name, filePath: filePath)
+        replayer = try Replayer(path: path)
+    }
+
+    /// `Traces/<name>.rtrace` of the package above `filePath`, or `name` itself when it is a path.
+    static func path(named name: String, filePath: String) throws -> String {
+        if name.contains("/") { return name }
+        return try packageRoot(from: filePath) + "/Traces/" + name + (name.hasSuffix(".rtrace") ? "" : ".rtrace")
     }
 
     /// The package root above `filePath` (the first directory up with a `Package.swift`).
@@ -47,7 +48,12 @@ public struct TraceReplay {
     /// Replays the rest of the trace strictly; records an issue with the divergence report (trace, record,
     /// generation, SPEC rule, JSON differences, context) if it diverges.
     public func expectNoDivergence(sourceLocation: SourceLocation = #_sourceLocation) {
-        switch replayer.run() {
+        TraceReplay.expectFinished(replayer.run(), path: path, sourceLocation: sourceLocation)
+    }
+
+    /// Records an issue unless `stop` is the end of the trace.
+    static func expectFinished(_ stop: ReplayStop, path: String, sourceLocation: SourceLocation) {
+        switch stop {
         case .diverged(let d):
             Issue.record(Comment(rawValue: "\(path): \(d.description)"), sourceLocation: sourceLocation)
         case .damaged(let at, let error):
@@ -61,7 +67,12 @@ public struct TraceReplay {
     /// issue and throws if the replay diverges or ends first.
     @discardableResult
     public func pause(before condition: ReplayCondition, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
-        switch replayer.run(until: [condition]) {
+        try TraceReplay.expectPause(replayer.run(until: [condition]), before: condition, path: path, sourceLocation: sourceLocation)
+    }
+
+    /// The record a replay paused before; records an issue and throws when `stop` is anything else.
+    static func expectPause(_ stop: ReplayStop, before condition: ReplayCondition, path: String, sourceLocation: SourceLocation) throws -> Int {
+        switch stop {
         case .paused(let at, _):
             return at
         case .finished:
@@ -74,5 +85,43 @@ public struct TraceReplay {
             Issue.record(Comment(rawValue: "\(path): the trace is damaged at record \(at): \(error.description)"), sourceLocation: sourceLocation)
             throw ReplayError(message: "\(path): damaged before \(condition)", traceError: error)
         }
+    }
+}
+
+/// ``TraceReplay`` for watch-channel traces (``WatchReplayer``: the four WatchLink machines):
+///
+/// ```swift
+/// @Test func theStalledAckResendsTheNamedCommand() throws {
+///     let replay = try WatchTraceReplay(named: "my-workout")        // Traces/my-workout.rtrace
+///     try replay.pause(before: .timer("stalledAck"))
+///     #expect(replay.replayer.watch?.queue.isEmpty == false)
+///     replay.expectNoDivergence()
+/// }
+/// ```
+/// Conditions that apply: ``ReplayCondition/time(_:)``, ``ReplayCondition/record(_:)`` and
+/// ``ReplayCondition/timer(_:)`` (`stalledAck`, `heartbeat`).
+public struct WatchTraceReplay {
+    /// The trace's path.
+    public let path: String
+    /// The replayer (step it, set breakpoints, read the machines and `snapshot`).
+    public let replayer: WatchReplayer
+
+    /// Loads `Traces/<name>.rtrace` of the package that contains the calling test file, or `name` itself
+    /// when it is a path, as ``TraceReplay/init(named:filePath:)``.
+    public init(named name: String, filePath: String = #filePath) throws {
+        path = try TraceReplay.path(named: name, filePath: filePath)
+        replayer = try WatchReplayer(path: path)
+    }
+
+    /// Replays the rest of the trace strictly; records an issue with the divergence report if it diverges.
+    public func expectNoDivergence(sourceLocation: SourceLocation = #_sourceLocation) {
+        TraceReplay.expectFinished(replayer.run(), path: path, sourceLocation: sourceLocation)
+    }
+
+    /// Replays up to (not including) the first record matching `condition`; returns its index. Records an
+    /// issue and throws if the replay diverges or ends first.
+    @discardableResult
+    public func pause(before condition: ReplayCondition, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
+        try TraceReplay.expectPause(replayer.run(until: [condition]), before: condition, path: path, sourceLocation: sourceLocation)
     }
 }

@@ -7,6 +7,7 @@ import WatchCapture
 import WatchLink
 import WatchReplay
 import WatchSimulation
+import ReplayTesting
 
 /// A watch scenario simulated into a temporary trace file.
 struct WatchTraceFile {
@@ -43,6 +44,16 @@ func edited(_ record: TraceRecord, _ change: (inout [String: JSONValue]) -> Void
 }
 
 enum WatchReplayTestError: Error { case notAnObject }
+
+/// Writes `records` as a complete trace at `path` under `header` (with the header's redaction key, so the
+/// already redacted records stay as they are).
+func writeTrace(_ records: [TraceRecord], header: TraceHeader, to path: String) throws {
+    var options = TraceWriterOptions()
+    options.redactionKey = header.redaction.key
+    let writer = try TraceWriter(path: path, header: header, options: options)
+    for r in records { writer.append(r) }
+    _ = try writer.close()
+}
 
 /// Where a strict replay of `records` under `header` diverged; nil when it did not.
 func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Divergence? {
@@ -472,11 +483,7 @@ func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Diver
         // The same records as a killed recorder leaves them (no index and trailer): the actions were lost.
         let path = t.path + ".killed"
         defer { try? FileManager.default.removeItem(atPath: path) }
-        var options = TraceWriterOptions()
-        options.redactionKey = t.header.redaction.key
-        let writer = try TraceWriter(path: path, header: t.header, options: options)
-        for r in cut { writer.append(r) }
-        _ = try writer.close()
+        try writeTrace(cut, header: t.header, to: path)
         let last = try #require(try TraceReader(path: path).index?.last)
         let bytes = try #require(FileManager.default.contents(atPath: path))
         try #require(FileManager.default.createFile(atPath: path, contents: bytes.prefix(Int(last.endOffset))))
@@ -570,5 +577,37 @@ func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Diver
         #expect(next == fires.first { $0 > fire }, "continuing from a pause goes past the condition that held there")
         r.breakpoints = []
         #expect(r.run(until: [.messageType("registered")]) == .finished, "relay-only conditions never hold on a watch trace")
+    }
+}
+
+/// `WatchTraceReplay`, the Swift Testing helper for watch traces in users' test targets.
+@Suite struct WatchTraceReplayHelperTests {
+    @Test func pausesAtAStalledAckAndReplaysToTheEnd() throws {
+        let t = try WatchTraceFile("watch-offline", seed: 6)
+        defer { t.remove() }
+        let replay = try WatchTraceReplay(named: t.path)
+        let at = try replay.pause(before: .timer("stalledAck"))
+        #expect(at == t.records.indices.first { if case .watch(.timerFired(.stalledAck))? = t.input($0) { true } else { false } })
+        #expect(replay.replayer.watch?.queue.isEmpty == false, "a stall fires only with a command unacknowledged")
+        #expect(replay.replayer.watch?.stallDeadline == t.records[at].time)
+        replay.expectNoDivergence()
+        #expect(replay.replayer.isAtEnd)
+    }
+
+    @Test func aChangedActionIsRecordedAsAnIssueNamingTheTrace() throws {
+        let t = try WatchTraceFile("watch-offline", seed: 6, duration: .seconds(300))
+        defer { t.remove() }
+        let target = try #require(t.records.indices.first { WatchRecordCodec.isAction(t.records[$0]) && t.records[$0].payloadText.contains("\"persist\"") })
+        var records = t.records
+        records[target] = try edited(records[target]) { $0["value"] = "1" }
+        let path = t.path + ".changed"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try writeTrace(records, header: t.header, to: path)
+        let replay = try WatchTraceReplay(named: path)
+        withKnownIssue("the changed persist diverges") {
+            replay.expectNoDivergence()
+        }
+        #expect(replay.replayer.divergence?.record == target)
+        #expect(throws: (any Error).self) { try WatchTraceReplay(named: "no-such-trace-\(UInt64.random(in: 0...UInt64.max))") }
     }
 }
