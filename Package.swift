@@ -92,6 +92,8 @@ let package = Package(
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // The proxy and in-app recorder benchmarks (tools/bench-proxy.sh, tools/bench-recorder.sh); not a product.
+        .executableTarget(name: "relaytrace-wirebench", dependencies: ["Net", "Proxy", "WireRecording", "Trace", "WebSocket", "RelayProtocol"], swiftSettings: strict),
         // A child process for the trace crash test (SIGKILL while writing); not a product.
         .executableTarget(name: "relaytrace-test-fixture", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // A child process for the offline-queue crash test (SIGKILL mid-write); not a product.
@@ -113,6 +115,7 @@ let package = Package(
         .testTarget(name: "WatchCaptureTests", dependencies: ["WatchCapture", "WatchLink", "WatchNet", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "ReplayTesting", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

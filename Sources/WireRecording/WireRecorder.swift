@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 public import RelayProtocol
 public import Trace
 import Synchronization
@@ -42,11 +47,7 @@ public final class WireRecorder: Sendable {
     public let header: TraceHeader
     private let writer: TraceWriter
     private let clock: @Sendable () -> Moment
-    private struct State {
-        var nextGeneration: UInt64 = 1
-        var last: Moment = .zero
-    }
-    private let state = Mutex(State())
+    private let nextGeneration = Atomic<UInt64>(1)
 
     /// Writes a wire trace to `path`.
     /// - Parameters:
@@ -79,8 +80,10 @@ public final class WireRecorder: Sendable {
         if let clock {
             self.clock = clock
         } else {
-            let start = ContinuousClock.now
-            self.clock = { Moment(nanoseconds: (ContinuousClock.now - start).nanoseconds) }
+            // The monotonic clock read directly: ContinuousClock's Duration arithmetic costs more than
+            // the rest of a record's append.
+            let start = monotonicNanoseconds()
+            self.clock = { Moment(nanoseconds: monotonicNanoseconds() - start) }
         }
     }
 
@@ -110,12 +113,9 @@ public final class WireRecorder: Sendable {
         if let d = header("X-Target-Desktop-Device-ID") { o["desktopId"] = .string(d) }
         if let c = header("X-Client-Type") { o["clientType"] = .string(c) }
         let payload = JSONValue.object(o).serialized()
-        let generation = state.withLock { s -> UInt64 in
-            let g = s.nextGeneration
-            s.nextGeneration += 1
-            appendLocked(&s, .transportOpen, generation: g, direction: .outbound, payload: payload)
-            return g
-        }
+        // Numbers are taken in call order; a racing open may be stamped a hair before a lower number's.
+        let generation = nextGeneration.add(1, ordering: .relaxed).oldValue
+        append(.transportOpen, generation: generation, direction: .outbound, payload: payload)
         return WireSocket(recorder: self, generation: generation)
     }
 
@@ -127,20 +127,16 @@ public final class WireRecorder: Sendable {
         if let peer { o["peer"] = .string(peer) }
         if let status { o["status"] = .int(Int64(status)) }
         let payload = JSONValue.object(o).serialized()
-        state.withLock { s in
-            let g = s.nextGeneration
-            s.nextGeneration += 1
-            appendLocked(&s, .transportFailed, generation: g, direction: .inbound, payload: payload)
-        }
+        append(.transportFailed, generation: nextGeneration.add(1, ordering: .relaxed).oldValue, direction: .inbound, payload: payload)
     }
 
     /// A user marker (free text) at the current time, e.g. "test step 3 begins".
     public func marker(_ text: String) {
-        state.withLock { s in appendLocked(&s, .marker, generation: nil, direction: nil, payload: Array(text.utf8)) }
+        append(.marker, generation: nil, direction: nil, payload: Array(text.utf8))
     }
 
     /// How many sockets were opened so far.
-    public var sockets: UInt64 { state.withLock { $0.nextGeneration - 1 } }
+    public var sockets: UInt64 { nextGeneration.load(ordering: .relaxed) - 1 }
 
     /// The writer's counts so far (records, chunks, dropped...).
     public var status: TraceWriterSummary { writer.status }
@@ -153,19 +149,19 @@ public final class WireRecorder: Sendable {
     /// Makes everything queued reach the file now (it does so by itself every 0.5 s).
     public func flush() { writer.flush() }
 
-    func append(_ kind: RecordKind, generation: UInt64, direction: FrameDirection, payload: [UInt8]) {
-        state.withLock { s in appendLocked(&s, kind, generation: generation, direction: direction, payload: payload) }
+    func append(_ kind: RecordKind, generation: UInt64?, direction: FrameDirection?, payload: [UInt8]) {
+        // The writer stamps the time under its own queue lock: one lock per record, and times never go
+        // back in the file whichever threads record.
+        writer.append(TraceRecord(kind: kind, time: .zero, channel: .relay, generation: generation, direction: direction,
+                                  payload: payload), stampedBy: clock)
     }
+}
 
-    private func appendLocked(_ s: inout State, _ kind: RecordKind, generation: UInt64?, direction: FrameDirection?,
-                              payload: [UInt8]) {
-        // One clock for every socket, read under the lock: times never go back in the file.
-        var t = clock()
-        if t < s.last { t = s.last }
-        s.last = t
-        writer.append(TraceRecord(kind: kind, time: t, channel: .relay, generation: generation, direction: direction,
-                                  payload: payload))
-    }
+/// Nanoseconds on the system's monotonic clock.
+func monotonicNanoseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
 
 /// One socket of a ``WireRecorder``: its generation, and a method for each thing that can happen on it.
