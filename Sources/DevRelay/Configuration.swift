@@ -58,6 +58,10 @@ public struct DevRelayConfiguration: Sendable, Hashable {
     public var desktopsAtStart: [StartingDesktop] = []
     /// The `chat:timeline-updated` cadence of the simulated desktops while a lease is active.
     public var desktopSnapshotInterval: Duration = .seconds(3)
+    /// One-way latency between the relay and its simulated desktops (connects, frames, closes): zero
+    /// behind a real socket; a simulation gives them the latency of its network, as a desktop elsewhere
+    /// would have.
+    public var desktopLatency: Duration = .zero
 
     /// Creates a configuration. The default origin is 2026-01-15T12:00:00.000Z.
     public init(seed: UInt64 = 1, wallClockOrigin: Int64 = 1_768_478_400_000) {

@@ -44,6 +44,8 @@ public struct DevRelay: Sendable {
     var lastDesktopSerial: UInt64 = 0
     var lastSimulatedConnection: UInt64 = 0
     var queue: [Delivery] = []
+    var inFlight: [UInt64: Delivery] = [:]
+    var lastLinkSlot: UInt64 = 0
     var draining = false
     var started = false
     var desktopRules: [DesktopFault] = []
@@ -246,6 +248,8 @@ public struct DevRelay: Sendable {
             }
         case .desktop(let serial, let timer):
             queue.append(.toDesktop(serial: serial, .timerFired(timer)))
+        case .desktopLink(let slot):
+            linkArrived(slot)
         }
     }
 

@@ -25,6 +25,28 @@ extension DevRelay {
     enum Delivery: Sendable {
         /// An input for a simulated desktop.
         case toDesktop(serial: UInt64, DesktopInput)
+        /// A network action of a simulated desktop (connect, send, close) reaching the relay.
+        case fromDesktop(serial: UInt64, DesktopAction)
+
+        var serial: UInt64 {
+            switch self {
+            case .toDesktop(let s, _), .fromDesktop(let s, _): s
+            }
+        }
+    }
+
+    /// Hands `delivery` over after ``DevRelayConfiguration/desktopLatency`` (at once when zero).
+    mutating func deliver(_ delivery: Delivery) {
+        guard configuration.desktopLatency > .zero else { return queue.append(delivery) }
+        lastLinkSlot += 1
+        inFlight[lastLinkSlot] = delivery
+        arm(.desktopLink(slot: lastLinkSlot), at: now + configuration.desktopLatency)
+    }
+
+    /// A delayed delivery arrived.
+    mutating func linkArrived(_ slot: UInt64) {
+        guard let d = inFlight.removeValue(forKey: slot) else { return }
+        queue.append(d)
     }
 
     /// Brings up the desktops of `desktopsAtStart` (once).
@@ -90,7 +112,11 @@ extension DevRelay {
     mutating func retireSimulatedDesktop(_ key: DeviceKey) {
         guard let serial = simulatedByKey.removeValue(forKey: key), let peer = simulated.removeValue(forKey: serial) else { return }
         for (t, _) in armedTimers { if case .desktop(let s, _) = t, s == serial { cancel(t) } }
-        queue.removeAll { if case .toDesktop(let s, _) = $0 { s == serial } else { false } }
+        queue.removeAll { $0.serial == serial }
+        for (slot, d) in inFlight.sorted(by: { $0.key < $1.key }) where d.serial == serial {
+            inFlight[slot] = nil
+            cancel(.desktopLink(slot: slot))
+        }
         if let c = peer.connection {
             simulatedOwner[c] = nil
             removeConnection(c, announce: false)
@@ -115,16 +141,16 @@ extension DevRelay {
         guard c.isSimulated else { return out.append(action) }
         guard let serial = simulatedOwner[c], simulated[serial]?.connection == c else { return }
         switch action {
-        case .acceptUpgrade: queue.append(.toDesktop(serial: serial, .connected))
+        case .acceptUpgrade: deliver(.toDesktop(serial: serial, .connected))
         case .refuseUpgrade(_, let status, _):
             simulated[serial]?.connection = nil
             simulatedOwner[c] = nil
-            queue.append(.toDesktop(serial: serial, .refused(status: status)))
-        case .send(_, let frame): queue.append(.toDesktop(serial: serial, .frame(frame)))
+            deliver(.toDesktop(serial: serial, .refused(status: status)))
+        case .send(_, let frame): deliver(.toDesktop(serial: serial, .frame(frame)))
         case .close(_, let code, let reason):
             simulated[serial]?.connection = nil
             simulatedOwner[c] = nil
-            queue.append(.toDesktop(serial: serial, .closed(code: code, reason: reason)))
+            deliver(.toDesktop(serial: serial, .closed(code: code, reason: reason)))
         default: break
         }
     }
@@ -141,7 +167,16 @@ extension DevRelay {
                 guard var peer = simulated[serial] else { continue }
                 let actions = peer.desktop.handle(input, at: now)
                 simulated[serial] = peer
-                for a in actions { desktopAction(serial, a) }
+                for a in actions {
+                    switch a {
+                    case .connect, .send, .close:
+                        if configuration.desktopLatency > .zero { deliver(.fromDesktop(serial: serial, a)) } else { desktopAction(serial, a) }
+                    default:
+                        desktopAction(serial, a)
+                    }
+                }
+            case .fromDesktop(let serial, let action):
+                desktopAction(serial, action)
             }
         }
     }

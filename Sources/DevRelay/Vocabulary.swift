@@ -96,6 +96,9 @@ public enum RelayTimer: Sendable, Hashable, CustomStringConvertible {
     case delayedFrame(slot: UInt64)
     /// A timer of the relay's own simulated desktop number `serial` (``DevRelay/simulatedDesktops``).
     case desktop(serial: UInt64, DesktopTimer)
+    /// A message between the relay and a simulated desktop arrives
+    /// (``DevRelayConfiguration/desktopLatency``); `slot` names it.
+    case desktopLink(slot: UInt64)
 
     /// `idle(c3)`, `sweep`, `desktop1.heartbeat`, ...
     public var description: String {
@@ -104,6 +107,7 @@ public enum RelayTimer: Sendable, Hashable, CustomStringConvertible {
         case .idle(let c): "idle(\(c))"
         case .delayedFrame(let s): "delayedFrame(\(s))"
         case .desktop(let serial, let t): "desktop\(serial).\(t)"
+        case .desktopLink(let slot): "desktopLink(\(slot))"
         }
     }
 }

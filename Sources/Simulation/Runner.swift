@@ -35,8 +35,8 @@ public struct SimulationSetup: Sendable {
     public var storedLogin: StoredLogin?
     /// Resume credentials in the client's store at start-up (nil: none).
     public var storedResume: ResumeCredentials?
-    /// One-way network latency between the client and the relay (the relay's simulated desktops sit
-    /// inside it, with none).
+    /// One-way network latency between the client and the relay, and between the relay and its
+    /// simulated desktops.
     public var latency: Duration = .milliseconds(15)
     /// How long the UI takes to process a delivered snapshot.
     public var snapshotProcessing: Duration = .milliseconds(40)
@@ -153,6 +153,7 @@ public struct Simulation {
         client = RelayClientMachine(configuration: config)
         var relayConfiguration = DevRelayConfiguration(seed: setup.seed &+ 1)
         relayConfiguration.desktopSnapshotInterval = setup.desktopSnapshotInterval
+        relayConfiguration.desktopLatency = setup.latency
         // The phone's desktop is up from the start (a linking phone's: the one that offers the code).
         let startDesktop = config.desktopId.isEmpty ? setup.linkDesktopId : config.desktopId
         relayConfiguration.desktopsAtStart = [StartingDesktop(deviceId: startDesktop, userId: userId, offersLinkCode: setup.link != nil)]
