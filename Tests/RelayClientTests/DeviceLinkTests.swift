@@ -35,7 +35,7 @@ import Testing
         let open = try #require(Self.opens(opened).first)
         #expect(open.0 == Generation(1))
         #expect(open.1.map(\.name) == ["Authorization", "X-Device-ID", "X-Token-Binding", "X-Client-Type"])
-        #expect(opened.contains(.armTimer(.handshake(Generation(1)), deadline: .seconds(10))))
+        #expect(h.deadline(of: .handshake(Generation(1))) == .seconds(10))
         #expect(opened.last == .phaseChanged(.linking(Generation(1))))
         h.feed(.transportOpened(Generation(1)))
         let sent = h.takeActions().compactMap(\.sentMessage)
