@@ -33,6 +33,8 @@ let package = Package(
         .library(name: "WatchSimulation", targets: ["WatchSimulation"]),
         .library(name: "OfflineQueue", targets: ["OfflineQueue"]),
         .library(name: "WatchReplay", targets: ["WatchReplay"]),
+        .library(name: "WireRecording", targets: ["WireRecording"]),
+        .library(name: "Proxy", targets: ["Proxy"]),
         .library(name: "LinkQR", targets: ["LinkQR"]),
     ],
     targets: [
@@ -66,6 +68,11 @@ let package = Package(
         .target(name: "LinkQR", dependencies: ["CQRencode"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // Wire traces for any client: the recorder the recording relay, the proxy and in-app clients call
+        // from their WebSocket callbacks (no Linux-only API: it must build for Apple platforms too).
+        .target(name: "WireRecording", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // The recording WebSocket proxy between an unmodified client and any relay (`relaytrace proxy`).
+        .target(name: "Proxy", dependencies: ["Net", "WebSocket", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The capture layer: the client's inputs and actions as trace records, the recorder, the capturing transport.
         .target(name: "Capture", dependencies: ["RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Client + relay + desktop in one process on virtual time; the scenarios of `relaytrace simulate`.
@@ -77,7 +84,7 @@ let package = Package(
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
-        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
+        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "WireRecording", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
         // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
@@ -85,7 +92,7 @@ let package = Package(
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),

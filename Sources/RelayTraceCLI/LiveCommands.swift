@@ -11,6 +11,7 @@ import RelayProtocol
 import Runtime
 import Simulation
 import Trace
+import WireRecording
 
 /// `relaytrace relay`: the development relay, with simulated desktops, on a real socket.
 enum RelayCommand {
@@ -40,11 +41,17 @@ enum RelayCommand {
             OptionSpec(long: "offline", valueName: "id[,id]", help: "Never simulate these desktops: their phones get -32010 Desktop is offline."),
             OptionSpec(long: "link-account", valueName: "sub", help: "Bind the link desktop's codes to this account (default: any account may redeem them)."),
             OptionSpec(long: "link-qr", valueName: "file", help: "Also write each link code's QR as a PNG to this file."),
+            OptionSpec(long: "record", valueName: "file", help: "Record every client connection as a wire trace (docs/TRACE_FORMAT.md §14)."),
+            OptionSpec(long: "raw", help: "With --record: keep secrets as they are (no redaction). Only for traces that never leave your machine."),
+            OptionSpec(long: "force", help: "With --record: overwrite the file if it exists."),
         ],
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let path = ["relaytrace", "relay"]
+        if args.value("record") == nil, let f = ["raw", "force"].first(where: { args.flag($0) }) {
+            return RelayTraceCommand.usageError(UsageError(message: "--\(f) goes with --record FILE", commandPath: path), ctx)
+        }
         let listen = args.value("listen") ?? "127.0.0.1:8787"
         guard let (host, port) = parseListen(listen) else {
             return RelayTraceCommand.usageError(UsageError(message: "--listen '\(listen)' is not HOST:PORT (e.g. 127.0.0.1:8787, [::1]:0)", commandPath: path), ctx)
@@ -82,22 +89,55 @@ enum RelayCommand {
             ctx.stderr.line("Error: cannot write the link QR to '\(qr)'")
             return .ioError
         }
+        // The recording is opened before the relay listens: a file that cannot be written stops us first.
+        var recorder: WireRecorder?
+        let recordPath = args.value("record")
+        if let recordPath {
+            var options = TraceWriterOptions()
+            if args.flag("raw") { options.redaction = .raw }
+            options.overwrite = args.flag("force")
+            // A recording relay waits for its writer rather than lose a frame.
+            options.blockWhenFull = true
+            do throws(TraceError) {
+                recorder = try WireRecorder(path: recordPath, source: .relay, details: ["listen": .string(listen)],
+                                            wallClockStart: rfc3339Now(), options: options)
+            } catch {
+                ctx.stderr.line("Error: \(error.description)\(error.systemErrno == EEXIST ? " (use --force to overwrite it)" : "")")
+                return RelayTraceCommand.exitCode(for: error)
+            }
+        }
         ctx.stdout.flush()
         let lines = LineWriter()
         let qrFile = args.value("link-qr")
         let host_: RelayHost
         do throws(NetError) {
             host_ = try RelayHost(host: host, port: port, tls: tls, faults: faults, seed: seed, wallClockOrigin: unixMillisecondsNow(),
-                                  desktops: desktops, log: { line in lines.write(line) },
+                                  desktops: desktops, recorder: recorder, log: { line in lines.write(line) },
                                   onLinkCode: { offer in lines.write(linkCodeText(offer, qrFile: qrFile)) })
         } catch {
             ctx.stderr.line("Error: cannot listen on \(listen): \(error)")
+            if let recorder, let recordPath {
+                // Nothing was recorded: leave no file behind.
+                _ = try? recorder.close()
+                unlink(recordPath)
+            }
             return .ioError
         }
         lines.release(first: "listening on \(host_.url)")
         waitForSignalOr(stopAfter)
         host_.stop()
         lines.write("relay stopped")
+        if let recorder, let recordPath {
+            let sockets = recorder.sockets
+            do throws(TraceError) {
+                let written = try recorder.close()
+                ctx.stderr.line("wrote \(recordPath): \(sockets) socket\(sockets == 1 ? "" : "s"), \(written.records) records in \(written.chunks) chunks, \(written.dropped) dropped")
+                if written.dropped > 0 { return .ioError }
+            } catch {
+                ctx.stderr.line("Error: \(recordPath): \(error.description)")
+                return .ioError
+            }
+        }
         return .success
     }
 

@@ -3,6 +3,7 @@ public import Net
 import RelayProtocol
 import Synchronization
 import WebSocket
+public import WireRecording
 
 /// The development relay behind a real server socket (`relaytrace relay`): any client (python, the iOS
 /// app in a simulator, `relaytrace capture`, a real desktop) can register, resume, call, receive events
@@ -25,16 +26,20 @@ public final class RelayHost: Sendable {
     /// the desktops of `desktops.atStart`), and applies `faults` (relay and desktop directives; client
     /// directives are logged and skipped). `wallClockOrigin` is the Unix time in milliseconds that the
     /// relay's timestamps count from. `onLinkCode` gets every link code the relay issues (on its loop).
+    /// With a `recorder`, every client connection the relay serves is recorded as a wire trace: one
+    /// generation per socket in accept order, its upgrade, every message both ways, pings, pongs, the
+    /// close (the caller closes the recorder after ``stop()``). The desktops the relay simulates are inside
+    /// the relay machine and not recorded; real desktops' sockets are.
     public init(host: String = "127.0.0.1", port: UInt16 = 0, tls: TLSServerContext? = nil,
                 faults: FaultScript = FaultScript(directives: []), seed: UInt64 = 1, wallClockOrigin: Int64,
-                desktops: RelayHostDesktops = RelayHostDesktops(),
+                desktops: RelayHostDesktops = RelayHostDesktops(), recorder: WireRecorder? = nil,
                 log: @escaping @Sendable (String) -> Void = { _ in },
                 onLinkCode: @escaping @Sendable (LinkCodeOffer) -> Void = { _ in }) throws(NetError) {
         var configuration = DevRelayConfiguration(seed: seed &+ 1, wallClockOrigin: wallClockOrigin)
         configuration.simulatedDesktops = desktops.simulation
         configuration.offlineDesktops = Set(desktops.offline.map { $0.lowercased() })
         configuration.desktopsAtStart = desktops.atStart
-        let core = RelayHostCore(configuration: configuration, log: log, onLinkCode: onLinkCode)
+        let core = RelayHostCore(configuration: configuration, recorder: recorder, log: log, onLinkCode: onLinkCode)
         try core.startLoop()
         self.core = core
         server = try WebSocketServer(
@@ -90,17 +95,21 @@ final class RelayHostCore: Sendable {
         var decisions: [ConnectionID: Decision] = [:]
         var byKey: [String: ConnectionID] = [:]
         var lastConnection: UInt64 = 0
+        /// Each recorded client connection's socket in the wire trace (`relay --record`).
+        var recorded: [ConnectionID: WireSocket] = [:]
     }
 
     private let start = ContinuousClock.now
     private let state: Mutex<State>
     private let loop = Mutex<SerialLoop<Event>?>(nil)
     private let log: @Sendable (String) -> Void
+    private let recorder: WireRecorder?
     private let onLinkCode: @Sendable (LinkCodeOffer) -> Void
 
-    init(configuration: DevRelayConfiguration, log: @escaping @Sendable (String) -> Void,
+    init(configuration: DevRelayConfiguration, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void,
          onLinkCode: @escaping @Sendable (LinkCodeOffer) -> Void) {
         self.log = log
+        self.recorder = recorder
         self.onLinkCode = onLinkCode
         state = Mutex(State(relay: DevRelay(configuration: configuration)))
     }
@@ -127,6 +136,7 @@ final class RelayHostCore: Sendable {
         l?.stop()
         let pending = state.withLock { s -> [Decision] in
             defer { s.decisions.removeAll() }
+            for id in s.decisions.keys { s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the relay is stopping") }
             return Array(s.decisions.values)
         }
         for d in pending {
@@ -148,6 +158,9 @@ final class RelayHostCore: Sendable {
             let id = ConnectionID(s.lastConnection)
             s.decisions[id] = d
             s.byKey[request.key] = id
+            if let recorder {
+                s.recorded[id] = recorder.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
+            }
             return id
         }
         guard let id, loop.withLock({ $0 }) != nil else { return .refuse(status: 503) }
@@ -160,31 +173,49 @@ final class RelayHostCore: Sendable {
 
     /// Runs on an accepted connection's thread: registers the channel and reads until it closes.
     func serve(_ channel: WebSocketChannel, _ request: WebSocketUpgradeRequest) {
-        guard let id = state.withLock({ s -> ConnectionID? in
+        guard let (id, socket) = state.withLock({ s -> (ConnectionID, WireSocket?)? in
             guard let id = s.byKey.removeValue(forKey: request.key) else { return nil }
             s.channels[id] = channel
-            return id
+            return (id, s.recorded[id])
         }) else { return }
         while true {
             let event: WebSocketEvent
             do { event = try channel.receive() } catch {
+                socket?.failed("connection lost: \(error)")
                 post(.relay(.closed(id, code: 1006, reason: "\(error)")))
                 break
             }
             switch event {
-            case .text(let t): post(.relay(.frame(id, .text(t))))
-            case .binary(let b): post(.relay(.frame(id, .binary(b))))
-            case .ping, .pong: continue
+            case .text(let t):
+                socket?.sent(.text(t))
+                post(.relay(.frame(id, .text(t))))
+            case .binary(let b):
+                socket?.sent(.binary(b))
+                post(.relay(.frame(id, .binary(b))))
+            case .ping(let data):
+                // The channel answers pings itself (its pong is already queued): record both.
+                socket?.ping(data, .outbound)
+                socket?.pong(data, .inbound)
+                continue
+            case .pong(let data):
+                socket?.pong(data, .outbound)
+                continue
             case .closed(let code, let reason):
+                let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
+                socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
                 post(.relay(.closed(id, code: code.rawValue, reason: reason)))
             case .protocolError(let e):
                 // The relay failed the connection (it sent the close frame): say why, not just the code.
+                socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
                 post(.relay(.closed(id, code: e.closeCode.rawValue, reason: "failed by the relay: \(e.message)")))
             }
             if case .closed = event { break }
             if case .protocolError = event { break }
         }
-        state.withLock { _ = $0.channels.removeValue(forKey: id) }
+        state.withLock { s in
+            s.channels.removeValue(forKey: id)
+            s.recorded.removeValue(forKey: id)
+        }
     }
 
     // MARK: The loop
@@ -215,14 +246,20 @@ final class RelayHostCore: Sendable {
             switch a {
             case .acceptUpgrade(let c), .refuseUpgrade(let c, _, _):
                 guard let decision = state.withLock({ $0.decisions.removeValue(forKey: c) }) else { continue }
+                let socket = state.withLock { $0.recorded[c] }
                 if case .refuseUpgrade(_, let status, let reason) = a {
+                    socket?.refused(status: status, reason: reason)
+                    state.withLock { _ = $0.recorded.removeValue(forKey: c) }
                     decision.value.withLock { $0 = .refuse(status: status, body: reason) }
                 } else {
+                    socket?.opened(status: 101)
                     decision.value.withLock { $0 = .accept() }
                 }
                 decision.ready.signal()
             case .send(let c, let frame):
-                if let channel = state.withLock({ $0.channels[c] }) {
+                let (channel, socket) = state.withLock { s in (s.channels[c], s.recorded[c]) }
+                if let channel {
+                    socket?.received(frame)
                     switch frame {
                     case .text(let text): try? channel.send(text: text)
                     case .binary(let bytes): try? channel.send(binary: bytes)
@@ -230,6 +267,7 @@ final class RelayHostCore: Sendable {
                 }
             case .close(let c, let code, let reason):
                 let channel = state.withLock { $0.channels[c] }
+                state.withLock { $0.recorded[c] }?.closed(code: code.map { Int($0) }, reason: reason, byClient: false)
                 try? channel?.close(code: code.map { WebSocketCloseCode($0) }, reason: reason)
             case .armTimer(let timer, let deadline):
                 state.withLock { $0.relayTimers[timer] = deadline }

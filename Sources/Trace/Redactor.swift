@@ -28,6 +28,7 @@ public struct Redactor: Sendable, Hashable {
     public static let secretKeys: Set<String> = [
         "authorization", "resumetoken", "jwt", "token", "accesstoken", "refreshtoken", "appjwt",
         "x-token-binding", "tokenbinding", "bearer", "pkceverifier", "authcode", "pollingid",
+        "cookie", "set-cookie", "proxy-authorization",
     ]
     /// The prefix of every placeholder.
     public static let placeholderPrefix = "rt:redacted:"
