@@ -351,11 +351,7 @@ public final class OfflineQueueStore {
     @discardableResult
     public func linkDevice(_ device: LinkedDevice) throws(OfflineQueueError) -> ConflictOutcome {
         try db.transaction { () throws(OfflineQueueError) in
-            let q = try db.prepare("SELECT server_timestamp FROM linked_devices WHERE device_id = ?")
-            try q.bind(.text(device.deviceId))
-            let stored = try q.step() ? q.int(0) : nil
-            q.reset()
-            if let stored, stored >= device.serverTimestamp { return .keptStored(serverTimestamp: stored) }
+            if let kept = try newerLinkRecord(than: device) { return kept }
             try db.prepare("INSERT OR REPLACE INTO linked_devices (device_id, name, linked_at, server_timestamp) VALUES (?, ?, ?, ?)")
                 .bind(.text(device.deviceId), .text(device.name), .int(device.linkedAt), .int(device.serverTimestamp)).run()
             return .applied
@@ -368,11 +364,7 @@ public final class OfflineQueueStore {
     @discardableResult
     public func recordLink(_ device: LinkedDevice, mobileDeviceId: String, code: String) throws(OfflineQueueError) -> ConflictOutcome {
         try db.transaction { () throws(OfflineQueueError) in
-            let q = try db.prepare("SELECT server_timestamp FROM linked_devices WHERE device_id = ?")
-            try q.bind(.text(device.deviceId))
-            let stored = try q.step() ? q.int(0) : nil
-            q.reset()
-            if let stored, stored >= device.serverTimestamp { return .keptStored(serverTimestamp: stored) }
+            if let kept = try newerLinkRecord(than: device) { return kept }
             try db.exec("UPDATE linked_devices SET selected = 0 WHERE selected = 1")
             try db.prepare("""
                 INSERT OR REPLACE INTO linked_devices (device_id, name, linked_at, server_timestamp, mobile_device_id, link_code, selected)
@@ -382,6 +374,17 @@ public final class OfflineQueueStore {
                       .text(mobileDeviceId), .text(code)).run()
             return .applied
         }
+    }
+
+    /// `.keptStored` when the stored record of `device` has an equal or newer server timestamp (inside a
+    /// transaction), nil when `device` may be written.
+    private func newerLinkRecord(than device: LinkedDevice) throws(OfflineQueueError) -> ConflictOutcome? {
+        let q = try db.prepare("SELECT server_timestamp FROM linked_devices WHERE device_id = ?")
+        try q.bind(.text(device.deviceId))
+        let stored = try q.step() ? q.int(0) : nil
+        q.reset()
+        guard let stored, stored >= device.serverTimestamp else { return nil }
+        return .keptStored(serverTimestamp: stored)
     }
 
     /// The selected linked desktop (the most recent link), if any: the app connects to it at launch.

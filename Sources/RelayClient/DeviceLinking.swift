@@ -175,7 +175,7 @@ extension RelayClientMachine {
         recentInvalidResumes = []
         reconnectAttempt = 0
         emit(.link(.finished(.linked(desktop))))
-        connectAfterLink()
+        connectUnlessSuspended()
     }
 
     private mutating func linkStoreFailed(_ why: String) {
@@ -201,16 +201,6 @@ extension RelayClientMachine {
     /// After a failed link: back to the linked desktop (if any), else wait for a code.
     private mutating func returnFromLink() {
         reconnectAttempt = 0
-        connectAfterLink()
-    }
-
-    private mutating func connectAfterLink() {
-        if networkPath == .unsatisfied {
-            suspend(.noNetworkPath)
-        } else if appState == .background, !mediaPlaying {
-            suspend(.background)
-        } else {
-            openNextGeneration()
-        }
+        connectUnlessSuspended()
     }
 }

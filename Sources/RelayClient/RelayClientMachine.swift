@@ -221,6 +221,12 @@ public struct RelayClientMachine: Sendable {
         resumeOwnership = p.resumeOwnership
         recentInvalidResumes = []
         reconnectAttempt = 0
+        connectUnlessSuspended()
+    }
+
+    /// Opens the next socket, unless there is no network path or the app is in the background without
+    /// desktop-backed media (then the matching suspension).
+    mutating func connectUnlessSuspended() {
         if networkPath == .unsatisfied {
             suspend(.noNetworkPath)
         } else if appState == .background, !mediaPlaying {
