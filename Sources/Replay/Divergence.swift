@@ -118,6 +118,7 @@ public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
             case "register": return SpecRule(section: "A6/A7", summary: "register (1.6 form, stored session and token)")
             case "heartbeat": return SpecRule(section: "A6", summary: "heartbeat every 5 s after registration")
             case "rpc.request": return SpecRule(section: "A8", summary: "requests, keys, traceparent, timeouts")
+            case "link.redeem": return SpecRule(section: "Part B", summary: "device link by code or QR (docs/DEVICE_LINK.md)")
             case "event":
                 if json["payload"]?["eventType"] == "chat:timeline-interest" {
                     return SpecRule(section: "A11", summary: "timeline interest renewed every 20 s, re-issued after registration")
@@ -152,6 +153,9 @@ public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
             else if name.hasPrefix("identity.") { SpecRule(section: "A1", summary: "identity gate") }
             else if name.hasPrefix("region.") { SpecRule(section: "A3", summary: "region persisted before published; attempts bound to their origin") }
             else if name.hasPrefix("auth.") { SpecRule(section: "A2", summary: "login and token refresh") }
+            else if name.hasPrefix("link.") {
+                SpecRule(section: "Part B", summary: "device link: the desktop stored in linked_devices before the phone connects to it")
+            }
             else { nil }
         }
     }
