@@ -92,7 +92,7 @@ let package = Package(
         // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
-        .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay"], swiftSettings: strict),
+        .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay", "WireReplay", "Runtime", "Trace"], swiftSettings: strict),
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
@@ -113,7 +113,7 @@ let package = Package(
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RuntimeTests", dependencies: ["Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "Net", "WebSocket", "Runtime", "WireRecording", "WireReplay"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay", "OfflineQueue", "Replay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),

@@ -166,6 +166,24 @@ struct RelayReplayTests {
         #expect(strict.status == 0, "\(strict.stdout)\(strict.stderr)")
     }
 
+    /// docs/examples/replay_fixture.py, the documented pattern for python test suites, runs as it says.
+    @Test("the python example in docs replays a recording to a client and passes its exit code on", .timeLimit(.minutes(2)))
+    func pythonExample() throws {
+        let python = try #require(interopPython)
+        let (recording, _) = try recordPythonClient(raw: false)
+        defer { unlink(recording) }
+        let example = packageRoot.appendingPathComponent("docs/examples/replay_fixture.py").path
+        for (variant, expected) in [(nil, Int32(0)), ("different-method", 1)] as [(String?, Int32)] {
+            var args = [example, recording, "--", python, client, "{url}", "--device-id", device, "--timeout", "5"]
+            if let variant { args += ["--variant", variant] }
+            let c = try Child(python, args, environment: ["RELAYTRACE": binary])
+            defer { c.kill() }
+            let status = c.waitForExit(within: .seconds(90))
+            #expect(status == expected, "\(c.stdout.text)\(c.stderr.text)")
+            #expect(c.stdout.text.contains(expected == 0 ? "\nmatched: 0 finding(s)" : "\ndiverged: "), "\(c.stdout.text)")
+        }
+    }
+
     @Test("usage: replay options need --replay, and development-relay options do not go with it",
           arguments: [(["--strict"], "--strict goes with --replay"), (["--speed", "2"], "--speed goes with --replay"),
                       (["--replay", "x.rtrace", "--faults", "f"], "--faults is for the development relay"),
