@@ -10,6 +10,7 @@ import RelayProtocol
 import Runtime
 import Simulation
 import Trace
+import WireRecording
 
 /// `relaytrace relay`: the development relay and simulated desktop on a real socket.
 enum RelayCommand {
@@ -31,11 +32,17 @@ enum RelayCommand {
             OptionSpec(long: "faults", valueName: "file", help: "A fault script (docs/FAULTS.md) for the relay and the desktop."),
             OptionSpec(long: "seed", valueName: "n", help: "Seed of the relay's session IDs and tokens.", defaultValue: "1"),
             OptionSpec(long: "for", valueName: "time", help: "Stop after this long (e.g. 30s); default: until interrupted."),
+            OptionSpec(long: "record", valueName: "file", help: "Record every client connection as a wire trace (docs/TRACE_FORMAT.md §14)."),
+            OptionSpec(long: "raw", help: "With --record: keep secrets as they are (no redaction). Only for traces that never leave your machine."),
+            OptionSpec(long: "force", help: "With --record: overwrite the file if it exists."),
         ],
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let path = ["relaytrace", "relay"]
+        if args.value("record") == nil, let f = ["raw", "force"].first(where: { args.flag($0) }) {
+            return RelayTraceCommand.usageError(UsageError(message: "--\(f) goes with --record FILE", commandPath: path), ctx)
+        }
         let listen = args.value("listen") ?? "127.0.0.1:8787"
         guard let (host, port) = parseListen(listen) else {
             return RelayTraceCommand.usageError(UsageError(message: "--listen '\(listen)' is not HOST:PORT (e.g. 127.0.0.1:8787, [::1]:0)", commandPath: path), ctx)
@@ -68,20 +75,53 @@ enum RelayCommand {
                 return FileManager.default.fileExists(atPath: cert) && FileManager.default.fileExists(atPath: key) ? .dataError : .noInput
             }
         }
+        // The recording is opened before the relay listens: a file that cannot be written stops us first.
+        var recorder: WireRecorder?
+        let recordPath = args.value("record")
+        if let recordPath {
+            var options = TraceWriterOptions()
+            if args.flag("raw") { options.redaction = .raw }
+            options.overwrite = args.flag("force")
+            // A recording relay waits for its writer rather than lose a frame.
+            options.blockWhenFull = true
+            do throws(TraceError) {
+                recorder = try WireRecorder(path: recordPath, source: .relay, details: ["listen": .string(listen)],
+                                            wallClockStart: rfc3339Now(), options: options)
+            } catch {
+                ctx.stderr.line("Error: \(error.description)\(error.systemErrno == EEXIST ? " (use --force to overwrite it)" : "")")
+                return RelayTraceCommand.exitCode(for: error)
+            }
+        }
         ctx.stdout.flush()
         let lines = LineWriter()
         let host_: RelayHost
         do throws(NetError) {
             host_ = try RelayHost(host: host, port: port, tls: tls, faults: faults, seed: seed, wallClockOrigin: unixMillisecondsNow(),
-                                  log: { line in lines.write(line) })
+                                  recorder: recorder, log: { line in lines.write(line) })
         } catch {
             ctx.stderr.line("Error: cannot listen on \(listen): \(error)")
+            if let recorder, let recordPath {
+                // Nothing was recorded: leave no file behind.
+                _ = try? recorder.close()
+                unlink(recordPath)
+            }
             return .ioError
         }
         lines.release(first: "listening on \(host_.url)")
         waitForSignalOr(stopAfter)
         host_.stop()
         lines.write("relay stopped")
+        if let recorder, let recordPath {
+            let sockets = recorder.sockets
+            do throws(TraceError) {
+                let written = try recorder.close()
+                ctx.stderr.line("wrote \(recordPath): \(sockets) socket\(sockets == 1 ? "" : "s"), \(written.records) records in \(written.chunks) chunks, \(written.dropped) dropped")
+                if written.dropped > 0 { return .ioError }
+            } catch {
+                ctx.stderr.line("Error: \(recordPath): \(error.description)")
+                return .ioError
+            }
+        }
         return .success
     }
 

@@ -3,6 +3,7 @@ public import Net
 import RelayProtocol
 import Synchronization
 import WebSocket
+public import WireRecording
 
 /// The development relay and the simulated desktop behind a real server socket (`relaytrace relay`): any
 /// client (python, the iOS app in a simulator, `relaytrace capture`) can register, resume, call and
@@ -21,11 +22,15 @@ public final class RelayHost: Sendable {
 
     /// Listens on `host:port` (0: an ephemeral port) with `tls` (nil: plain `ws`), starts the desktop, and
     /// applies `faults` (relay and desktop directives; client directives are logged and skipped).
-    /// `wallClockOrigin` is the Unix time in milliseconds that the relay's timestamps count from.
+    /// `wallClockOrigin` is the Unix time in milliseconds that the relay's timestamps count from. With a
+    /// `recorder`, every client connection the relay serves is recorded as a wire trace: one generation per
+    /// socket in accept order, its upgrade, every message both ways, pings, pongs, the close (the caller
+    /// closes the recorder after ``stop()``). The simulated desktop is inside the process and not recorded.
     public init(host: String = "127.0.0.1", port: UInt16 = 0, tls: TLSServerContext? = nil,
                 faults: FaultScript = FaultScript(directives: []), seed: UInt64 = 1, wallClockOrigin: Int64,
+                recorder: WireRecorder? = nil,
                 log: @escaping @Sendable (String) -> Void = { _ in }) throws(NetError) {
-        let core = RelayHostCore(seed: seed, wallClockOrigin: wallClockOrigin, log: log)
+        let core = RelayHostCore(seed: seed, wallClockOrigin: wallClockOrigin, recorder: recorder, log: log)
         try core.startLoop()
         self.core = core
         server = try WebSocketServer(
@@ -70,15 +75,19 @@ final class RelayHostCore: Sendable {
         var byKey: [String: ConnectionID] = [:]
         var desktopConnection: ConnectionID?
         var lastConnection: UInt64 = 0
+        /// Each recorded client connection's socket in the wire trace (`relay --record`).
+        var recorded: [ConnectionID: WireSocket] = [:]
     }
 
     private let start = ContinuousClock.now
     private let state: Mutex<State>
     private let loop = Mutex<SerialLoop<Event>?>(nil)
     private let log: @Sendable (String) -> Void
+    private let recorder: WireRecorder?
 
-    init(seed: UInt64, wallClockOrigin: Int64, log: @escaping @Sendable (String) -> Void) {
+    init(seed: UInt64, wallClockOrigin: Int64, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void) {
         self.log = log
+        self.recorder = recorder
         let desktop = SimulatedDesktop(configuration: SimulatedDesktopConfiguration(
             deviceId: "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4", userId: "user-dev", seed: seed &+ 2))
         state = Mutex(State(relay: DevRelay(configuration: DevRelayConfiguration(seed: seed &+ 1, wallClockOrigin: wallClockOrigin)),
@@ -107,6 +116,7 @@ final class RelayHostCore: Sendable {
         l?.stop()
         let pending = state.withLock { s -> [Decision] in
             defer { s.decisions.removeAll() }
+            for id in s.decisions.keys { s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the relay is stopping") }
             return Array(s.decisions.values)
         }
         for d in pending {
@@ -128,6 +138,9 @@ final class RelayHostCore: Sendable {
             let id = ConnectionID(s.lastConnection)
             s.decisions[id] = d
             s.byKey[request.key] = id
+            if let recorder {
+                s.recorded[id] = recorder.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
+            }
             return id
         }
         guard let id, loop.withLock({ $0 }) != nil else { return .refuse(status: 503) }
@@ -140,31 +153,49 @@ final class RelayHostCore: Sendable {
 
     /// Runs on an accepted connection's thread: registers the channel and reads until it closes.
     func serve(_ channel: WebSocketChannel, _ request: WebSocketUpgradeRequest) {
-        guard let id = state.withLock({ s -> ConnectionID? in
+        guard let (id, socket) = state.withLock({ s -> (ConnectionID, WireSocket?)? in
             guard let id = s.byKey.removeValue(forKey: request.key) else { return nil }
             s.channels[id] = channel
-            return id
+            return (id, s.recorded[id])
         }) else { return }
         while true {
             let event: WebSocketEvent
             do { event = try channel.receive() } catch {
+                socket?.failed("connection lost: \(error)")
                 post(.relay(.closed(id, code: 1006, reason: "\(error)")))
                 break
             }
             switch event {
-            case .text(let t): post(.relay(.frame(id, .text(t))))
-            case .binary(let b): post(.relay(.frame(id, .binary(b))))
-            case .ping, .pong: continue
+            case .text(let t):
+                socket?.sent(.text(t))
+                post(.relay(.frame(id, .text(t))))
+            case .binary(let b):
+                socket?.sent(.binary(b))
+                post(.relay(.frame(id, .binary(b))))
+            case .ping(let data):
+                // The channel answers pings itself (its pong is already queued): record both.
+                socket?.ping(data, .outbound)
+                socket?.pong(data, .inbound)
+                continue
+            case .pong(let data):
+                socket?.pong(data, .outbound)
+                continue
             case .closed(let code, let reason):
+                let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
+                socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
                 post(.relay(.closed(id, code: code.rawValue, reason: reason)))
             case .protocolError(let e):
                 // The relay failed the connection (it sent the close frame): say why, not just the code.
+                socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
                 post(.relay(.closed(id, code: e.closeCode.rawValue, reason: "failed by the relay: \(e.message)")))
             }
             if case .closed = event { break }
             if case .protocolError = event { break }
         }
-        state.withLock { _ = $0.channels.removeValue(forKey: id) }
+        state.withLock { s in
+            s.channels.removeValue(forKey: id)
+            s.recorded.removeValue(forKey: id)
+        }
     }
 
     // MARK: The loop
@@ -214,17 +245,22 @@ final class RelayHostCore: Sendable {
                     continue
                 }
                 guard let decision else { continue }
+                let socket = state.withLock { $0.recorded[c] }
                 if case .refuseUpgrade(_, let status, let reason) = a {
+                    socket?.refused(status: status, reason: reason)
+                    state.withLock { _ = $0.recorded.removeValue(forKey: c) }
                     decision.value.withLock { $0 = .refuse(status: status, body: reason) }
                 } else {
+                    socket?.opened(status: 101)
                     decision.value.withLock { $0 = .accept() }
                 }
                 decision.ready.signal()
             case .send(let c, let frame):
-                let (channel, isDesktop) = state.withLock { s in (s.channels[c], s.desktopConnection == c) }
+                let (channel, isDesktop, socket) = state.withLock { s in (s.channels[c], s.desktopConnection == c, s.recorded[c]) }
                 if isDesktop {
                     post(.desktop(.frame(frame)))
                 } else if let channel {
+                    socket?.received(frame)
                     switch frame {
                     case .text(let text): try? channel.send(text: text)
                     case .binary(let bytes): try? channel.send(binary: bytes)
@@ -236,6 +272,7 @@ final class RelayHostCore: Sendable {
                     state.withLock { $0.desktopConnection = nil }
                     post(.desktop(.closed(code: code, reason: reason)))
                 } else {
+                    state.withLock { $0.recorded[c] }?.closed(code: code.map { Int($0) }, reason: reason, byClient: false)
                     try? channel?.close(code: code.map { WebSocketCloseCode($0) }, reason: reason)
                 }
             case .armTimer(let timer, let deadline):

@@ -191,14 +191,15 @@ public struct CheckReport: Sendable, Hashable {
         let width = (rules.map { $0.rule.rawValue.count }.max() ?? 0) + 2
         for t in rules {
             let name = t.rule.rawValue + String(repeating: " ", count: max(1, width - t.rule.rawValue.count))
-            let verdict: String
+            var verdict: String
             switch t.status {
-            case .held: verdict = "held          \(t.checked) checked"
-            case .broken: verdict = "BROKEN        \(t.broken) of \(t.checked) broken" + (t.rule.blamesPeer ? " (by the peer)" : "")
+            case .held: verdict = "held, \(t.checked) checked"
+            case .broken: verdict = "BROKEN \(t.broken) of \(t.checked)" + (t.rule.blamesPeer ? " (peer)" : "")
             case .notApplicable: verdict = "not applicable"
             case .skipped: verdict = "skipped"
             }
-            out += "  \(name)\(verdict)   \(t.rule.requirement)\n"
+            verdict += String(repeating: " ", count: max(1, 24 - verdict.count))
+            out += "  \(name)\(verdict)\(t.rule.requirement)\n"
         }
         let client = findings.filter { !$0.blamesPeer }
         let brokenRules = Set(client.map(\.rule)).count

@@ -46,7 +46,7 @@ public final class TraceChecker {
     public init(header: TraceHeader, options: CheckOptions = CheckOptions()) {
         self.header = header
         self.options = options
-        kind = header.extra["wire"] != nil ? .wire : .machine
+        kind = header.isWireTrace ? .wire : .machine
         redactor = header.redaction.key.isEmpty ? nil : Redactor(policy: .hashed, key: header.redaction.key)
         tallies = Dictionary(uniqueKeysWithValues: CheckRule.allCases.map { ($0, RuleTally(rule: $0, skipped: options.skip.contains($0))) })
     }
@@ -87,7 +87,7 @@ public final class TraceChecker {
             open(rec, generation: g)
         case .transportOpened, .header, .timerFired, .dropped, .writerStopped:
             break
-        case .frameText, .frameBinary, .transportClosed, .transportFailed, .unknown:
+        case .frameText, .frameBinary, .transportClosed, .transportFailed, .ping, .pong:
             guard let g = r.generation, let s = sockets[SocketKey(life: life, generation: g)] else { return }
             let out = r.direction == .outbound
             switch r.kind {
@@ -98,10 +98,12 @@ public final class TraceChecker {
             case .transportFailed:
                 end(s, at: r.time, record: n, byClient: false)
             default:
-                // Kinds 14 (ping) and 15 (pong) of wire traces: WebSocket control frames.
-                guard r.kind.rawValue == 14 || r.kind.rawValue == 15, s.isPhone else { return }
+                // WebSocket pings and pongs (wire traces): traffic, and proof the client is on the socket.
+                guard s.isPhone else { return }
                 if out { clientActivity(s, at: r.time, record: n) } else { inboundTraffic(s, at: r.time, record: n) }
             }
+        case .unknown:
+            break
         }
     }
 

@@ -131,7 +131,7 @@ struct SyntheticClient {
 
     private mutating func control(_ t: Double, _ g: UInt64, _ dir: FrameDirection, ping: Bool) {
         guard wire else { return }
-        add(t, TraceRecord(kind: RecordKind(rawValue: ping ? 14 : 15), time: .zero, generation: g, direction: dir, payload: Array("k".utf8)))
+        add(t, TraceRecord(kind: ping ? .ping : .pong, time: .zero, generation: g, direction: dir, payload: Array("k".utf8)))
     }
 
     private mutating func open(_ t: Double, _ g: UInt64, phone: Bool = true, _ name: String? = nil) {
