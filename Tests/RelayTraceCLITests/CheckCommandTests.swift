@@ -24,7 +24,7 @@ import Trace
                      "A8.traceparent at record 4 (1.250s, gen 1): no traceparent"] {
             #expect(text.stdout.contains(line), "\(text.stdout)")
         }
-        #expect(text.stdout.contains("A8.traceparent     BROKEN"))
+        #expect(text.stdout.contains("  A8.traceparent     BROKEN 1 of 1 "), "\(text.stdout)")
         let json = try relaytrace(["check", path, "--format", "json"])
         #expect(json.status == 1)
         let j = try JSONValue(parsing: json.stdout)
