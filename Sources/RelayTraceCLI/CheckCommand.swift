@@ -13,11 +13,14 @@ enum CheckCommand {
         arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
         options: [
             OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text"),
-            OptionSpec(long: "tolerance", valueName: "time", help: "How far a deadline may be missed and an interval between two client messages be off.", defaultValue: "250ms"),
-            OptionSpec(long: "early-tolerance", valueName: "time", help: "How much sooner than required a reaction to an inbound message may come.", defaultValue: "50ms"),
+            OptionSpec(long: "tolerance", valueName: "time", help: "How far a deadline may be missed and an interval between two client messages be off.", defaultValue: milliseconds(CheckOptions.defaultTolerance)),
+            OptionSpec(long: "early-tolerance", valueName: "time", help: "How much sooner than required a reaction to an inbound message may come.", defaultValue: milliseconds(CheckOptions.defaultEarlyTolerance)),
             OptionSpec(long: "skip", valueName: "rules", help: "Rules or sections to leave out (comma list), e.g. A11,A6.heartbeat."),
         ],
         run: { args, ctx in run(args, ctx) })
+
+    /// `250ms`: a default tolerance as the option takes it.
+    static func milliseconds(_ d: Duration) -> String { "\(d.nanoseconds / 1_000_000)ms" }
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let usage = { (m: String) in RelayTraceCommand.usageError(UsageError(message: m, commandPath: ["relaytrace", "check"]), ctx) }
