@@ -35,6 +35,7 @@ let package = Package(
         .library(name: "WatchReplay", targets: ["WatchReplay"]),
         .library(name: "WireRecording", targets: ["WireRecording"]),
         .library(name: "Proxy", targets: ["Proxy"]),
+        .library(name: "LinkQR", targets: ["LinkQR"]),
         .library(name: "SpecCheck", targets: ["SpecCheck"]),
     ],
     targets: [
@@ -42,6 +43,7 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         // Wire model: JSON values, messages, RPC catalogue, traceparent, PTC1, seeded RNG.
         .target(name: "RelayProtocol", swiftSettings: strict),
@@ -63,6 +65,8 @@ let package = Package(
         .target(name: "WatchSimulation", dependencies: ["WatchCapture", "WatchLink", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The phone's offline action queue and caches in SQLite (SPEC Part B), schema migrations.
         .target(name: "OfflineQueue", dependencies: ["CSQLite"], swiftSettings: strict),
+        // QR symbols of link codes (libqrencode) for the terminal (half blocks) and as PNG (written here).
+        .target(name: "LinkQR", dependencies: ["CQRencode"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
         // Wire traces for any client: the recorder the recording relay, the proxy and in-app clients call
@@ -84,7 +88,7 @@ let package = Package(
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
-        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "WireRecording", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL"], swiftSettings: strict),
+        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "WireRecording", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
         // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
@@ -92,7 +96,7 @@ let package = Package(
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "SpecCheck"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "SpecCheck"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -120,6 +124,7 @@ let package = Package(
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "ReplayTesting", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "LinkQRTests", dependencies: ["LinkQR"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
         .testTarget(name: "SpecCheckTests", dependencies: ["SpecCheck", "Inspect", "Simulation", "WatchSimulation", "Trace", "RelayProtocol"], swiftSettings: strict),
     ],
