@@ -33,15 +33,21 @@ public enum SpecNumbers {
     public static let leaseRenewal: Duration = .seconds(20)
     /// A11: the event type of a lease.
     public static let leaseEventType = "chat:timeline-interest"
-    /// PROTOCOL.md §3: the message types a client sends to the relay.
+    /// docs/DEVICE_LINK.md (this project's linking design for seed 003's link code): a phone redeems a
+    /// code with this message on a *link socket*, whose upgrade names no desktop yet.
+    public static let linkRedeem = "link.redeem"
+    /// PROTOCOL.md §3: the message types a client sends to the relay (and the phone's `link.redeem`).
     public static let clientMessageTypes: Set<String> = [
         "register", "heartbeat", "ping", "pong", "rpc.request", "event", "event-ack", "terminal.binary.bind",
-        "terminal.binary.unbind",
+        "terminal.binary.unbind", linkRedeem,
     ]
-    /// A6: what a client may send on a socket before it is registered (text-level ping answers included).
-    public static let beforeRegistration: Set<String> = ["register", "ping", "pong"]
+    /// A6: what a client may send on a socket before it is registered (text-level ping answers included,
+    /// and `link.redeem`, which a link socket sends unregistered).
+    public static let beforeRegistration: Set<String> = ["register", "ping", "pong", linkRedeem]
+    /// A4: the header naming the desktop (absent on a link socket).
+    public static let targetDesktopHeader = "X-Target-Desktop-Device-ID"
     /// A4: the application headers of the upgrade request, exactly these.
-    public static let upgradeHeaders = ["Authorization", "X-Device-ID", "X-Token-Binding", "X-Client-Type", "X-Target-Desktop-Device-ID"]
+    public static let upgradeHeaders = ["Authorization", "X-Device-ID", "X-Token-Binding", "X-Client-Type", targetDesktopHeader]
     /// Headers of HTTP and the WebSocket handshake itself (RFC 6455 §4.1, RFC 9110), which a WebSocket
     /// stack adds on its own: not application headers, so not judged by A4's exact set.
     public static let transportHeaders: Set<String> = [
@@ -57,7 +63,8 @@ public enum CheckRule: String, Sendable, Hashable, CaseIterable, Comparable, Cus
     /// SPEC A4: only `wss` URLs (a loopback `ws` URL is accepted for development), path `/ws/device-link`.
     case url = "A4.url"
     /// SPEC A4: the upgrade carries exactly `Authorization: Bearer <JWT>`, `X-Device-ID`, `X-Token-Binding`
-    /// (= the device ID), `X-Client-Type: mobile` and `X-Target-Desktop-Device-ID`, once each, WebSocket 13.
+    /// (= the device ID), `X-Client-Type: mobile` and `X-Target-Desktop-Device-ID` (not on a link socket,
+    /// docs/DEVICE_LINK.md), once each, WebSocket 13.
     case upgradeHeaders = "A4.headers"
     /// SPEC A5: one live generation per phone/desktop pair: a new socket opens only after the previous
     /// one is closed, and nothing is sent on a socket after its successor opened.

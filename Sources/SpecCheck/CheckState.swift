@@ -75,6 +75,8 @@ final class Socket {
     var successor: (time: Moment, record: UInt64, generation: UInt64)?
     /// Machine traces: the next outbound frame is a send retry (`sendAttempt` action), not a new message.
     var nextIsRetry = false
+    /// Upgrade headers without a target desktop, judged at the first message: a link socket's or not.
+    var pendingHeaders: UpgradeHeaders?
 
     init(key: SocketKey, record: UInt64, time: Moment, isPhone: Bool, device: String?, desktop: String?) {
         self.key = key

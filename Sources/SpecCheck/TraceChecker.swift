@@ -199,7 +199,11 @@ public final class TraceChecker {
         s.handshake = Deadline(rule: .handshake, start: r.time, startRecord: rec.number, due: SpecNumbers.handshakeTimeout,
                                awaited: "registration", since: "after the socket opened", fromInbound: false)
         checkURL(j?["url"]?.stringValue, rec, s)
-        checkHeaders(headers, rec, s)
+        if headers.present && headers.value("x-target-desktop-device-id") == nil {
+            s.pendingHeaders = headers  // a link socket names no desktop: judged at its first message
+        } else {
+            checkHeaders(headers, record: rec.number, at: r.time, s, linking: false)
+        }
         // A5: the pair's earlier sockets must be gone.
         let p = pair(s)
         let others = p.live.compactMap { sockets[$0] }
@@ -224,6 +228,10 @@ public final class TraceChecker {
     private func end(_ s: Socket, at t: Moment, record n: UInt64, byClient: Bool) {
         sockets[s.key] = nil
         guard s.isPhone else { return }
+        if let h = s.pendingHeaders {
+            s.pendingHeaders = nil
+            checkHeaders(h, record: s.openRecord, at: s.openTime, s, linking: false)
+        }
         if byClient { clientActivity(s, at: t, record: n) }
         // How long the client is known to have kept the socket: a machine trace records the client's own
         // close, so until the end; a wire trace only shows what the client sent.
@@ -380,6 +388,10 @@ public final class TraceChecker {
         clientActivity(s, at: t, record: n)
         let retry = s.nextIsRetry
         s.nextIsRetry = false
+        if let h = s.pendingHeaders {
+            s.pendingHeaders = nil
+            checkHeaders(h, record: s.openRecord, at: s.openTime, s, linking: rec.type == SpecNumbers.linkRedeem)
+        }
         guard r.kind == .frameText else {
             judge(.clientMessage, ok: false)
             report(.clientMessage, [n], at: t, on: s, measured: "a binary frame of \(r.payload.count) bytes from the phone",
@@ -719,11 +731,14 @@ public final class TraceChecker {
         judge(.url, problems, records: [rec.number], at: rec.record.time, on: s)
     }
 
-    private func checkHeaders(_ h: UpgradeHeaders, _ rec: InspectedRecord, _ s: Socket) {
+    /// A4's headers; a link socket (docs/DEVICE_LINK.md: it sends `link.redeem` to learn its desktop)
+    /// carries them without `X-Target-Desktop-Device-ID`.
+    private func checkHeaders(_ h: UpgradeHeaders, record n: UInt64, at t: Moment, _ s: Socket, linking: Bool) {
         guard h.present else { return }
         var problems: [Problem] = []
         let why = "A4: the upgrade carries the app JWT as Bearer, X-Device-ID and X-Token-Binding with the device ID, X-Client-Type: mobile and X-Target-Desktop-Device-ID."
-        for name in SpecNumbers.upgradeHeaders where h.value(name.lowercased()) == nil {
+        let required = SpecNumbers.upgradeHeaders.filter { !linking || $0 != SpecNumbers.targetDesktopHeader }
+        for name in required where h.value(name.lowercased()) == nil {
             problems.append(Problem("\(name) absent", "\(name) present", why))
         }
         if let auth = h.value("authorization") {
@@ -747,7 +762,7 @@ public final class TraceChecker {
             problems.append(Problem("an extra header \(h.spelling(name))", "exactly the five A4 headers", why))
         }
         for name in h.duplicates { problems.append(Problem("\(h.spelling(name)) sent more than once", "each header once", why)) }
-        judge(.upgradeHeaders, problems, records: [rec.number], at: rec.record.time, on: s)
+        judge(.upgradeHeaders, problems, records: [n], at: t, on: s)
     }
 
     /// Whether two recorded values are the same value: equal (case-insensitive: IDs are UUIDs), or one is

@@ -10,8 +10,9 @@ private struct MiniTrace {
     var wire = false
     var records: [TraceRecord] = []
 
-    mutating func open(_ t: Double, _ g: UInt64 = 1) {
-        let h = #"{"url":"wss://r.example/ws/device-link","headers":{"Authorization":"Bearer x","X-Device-ID":"d","X-Token-Binding":"d","X-Client-Type":"mobile","X-Target-Desktop-Device-ID":"k"}}"#
+    mutating func open(_ t: Double, _ g: UInt64 = 1, target: Bool = true) {
+        let desktop = target ? #","X-Target-Desktop-Device-ID":"k""# : ""
+        let h = #"{"url":"wss://r.example/ws/device-link","headers":{"Authorization":"Bearer x","X-Device-ID":"d","X-Token-Binding":"d","X-Client-Type":"mobile"\#(desktop)}}"#
         records.append(TraceRecord(kind: .transportOpen, time: .seconds(t), generation: g, direction: .outbound, payload: Array(h.utf8)))
     }
 
@@ -175,6 +176,23 @@ private struct MiniTrace {
         m.close(1 + call.timeout + over.by)
         let (broken, tally) = m.check(.timeout, options: CheckOptions(skip: [.heartbeat, .watchdog]))
         #expect(broken == (over.holds ? [] : [.timeout]))
+        #expect(tally.checked == 1)
+    }
+
+    /// A link socket (docs/DEVICE_LINK.md) names no desktop and sends `link.redeem` unregistered; any
+    /// other socket without `X-Target-Desktop-Device-ID` breaks A4.
+    @Test(arguments: [true, false])
+    func aLinkSocketNamesNoDesktop(redeems: Bool) {
+        var m = MiniTrace()
+        m.open(0, target: false)
+        if redeems {
+            m.send(0.05, #"{"type":"link.redeem","payload":{"code":"K7QF-3M9X","deviceId":"d","deviceName":"n"}}"#)
+        } else {
+            m.register(0.05)
+        }
+        m.close(0.1)
+        let (broken, tally) = m.check(.upgradeHeaders)
+        #expect(broken == (redeems ? [] : [.upgradeHeaders]))
         #expect(tally.checked == 1)
     }
 

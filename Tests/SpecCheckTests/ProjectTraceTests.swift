@@ -33,6 +33,7 @@ import WatchSimulation
         "offline-queue": [.idempotencyKey, .oneLiveGeneration],
         "capture-tour-wss": [.heartbeat, .traceparent, .leaseMessage],
         "capture-lease-ws": [.url, .leaseRenewal],
+        "link": [.upgradeHeaders, .registerFirst, .clientMessage, .register],
     ]
 
     static let goldenTraces: [String] = {
