@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import DevRelay
 import Net
 import Foundation
 import RelayProtocol
@@ -45,13 +44,8 @@ enum ViewCommand {
         guard let (host, port) = RelayCommand.parseListen(listen) else {
             return RelayTraceCommand.usageError(UsageError(message: "--listen '\(listen)' is not HOST:PORT (e.g. 127.0.0.1:8790, [::1]:0)", commandPath: command), ctx)
         }
-        var stopAfter: Duration?
-        if let f = args.value("for") {
-            guard let ns = FaultScript.parseDuration(f), ns > 0 else {
-                return RelayTraceCommand.usageError(UsageError(message: "--for '\(f)' is not a time", commandPath: command), ctx)
-            }
-            stopAfter = .nanoseconds(ns)
-        }
+        let stopAfter: Duration?
+        do { stopAfter = try args.positiveDuration("for", path: command) } catch { return RelayTraceCommand.usageError(error, ctx) }
         let path = args.positionals["file"] ?? ""
         if path == "-" {
             return RelayTraceCommand.usageError(UsageError(message: "view reads a trace file by its index; write the trace to a file first", commandPath: command), ctx)
@@ -88,6 +82,8 @@ enum ViewCommand {
         server.stop()
         thread.join()
         ctx.stdout.line("viewer stopped")
+        // A damaged trace is served as far as it reads (the page shows where it stops); the exit code says so.
+        if let damage = service.damage { return readFailure(damage, ctx) }
         return .success
     }
 

@@ -59,7 +59,7 @@ public struct SavedPage {
         }
         if let problem { notes.append("the trace could not be read past record \(records): \(problem.description)") }
         let header = reader.header
-        let kind = header.isWireTrace ? "wire" : header.client["channel"]?.stringValue == "watch" ? "watch" : "machine"
+        let kind = ViewerJSON.traceKind(header)
         var info: [String: JSONValue] = [
             "title": .string(title), "records": .int(Int64(rows.count)), "start": .int(layout.start.nanoseconds),
             "end": .int(layout.end.nanoseconds), "kind": .string(kind), "replay": false, "static": true,

@@ -1,5 +1,6 @@
 public import Inspect
 public import RelayProtocol
+public import Trace
 
 /// The filter box's language: space-separated terms, all of which must hold. `key:value` terms are the
 /// `frames` filters (`gen:2,3`, `dir:in`, `type:rpc.request`, `event:device-status`, `method:session.list`,
@@ -91,6 +92,12 @@ public enum ViewerJSON {
         if let m = rec.method { o["m"] = .string(m) }
         if let id = rec.rpcId { o["id"] = .string(id) }
         return .object(o)
+    }
+
+    /// What the page calls a trace: `wire` (recorded by the relay or the proxy), `watch` (the watch
+    /// channel's machines) or `machine` (the relay client's).
+    public static func traceKind(_ header: TraceHeader) -> String {
+        header.isWireTrace ? "wire" : header.client["channel"]?.stringValue == "watch" ? "watch" : "machine"
     }
 
     /// The colour class of a record.

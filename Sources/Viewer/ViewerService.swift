@@ -41,6 +41,15 @@ public final class ViewerService: Sendable {
     private let layout = Mutex<LayoutState>(.building(0))
     private let replayState = Mutex<ReplayState>(.notStarted)
     private let replay: (@Sendable () -> JSONValue)?
+    private let damageFound = Mutex<TraceError?>(nil)
+
+    /// The first damage found while serving (by the timeline's pass or a page's read), or nil: the page
+    /// shows it where it was met; `relaytrace view` exits 65 with it when it stops.
+    public var damage: TraceError? { damageFound.withLock { $0 } }
+
+    private func noteDamage(_ e: TraceError) {
+        damageFound.withLock { if $0 == nil { $0 = e } }
+    }
 
     enum LayoutState: Sendable {
         case building(Double)
@@ -69,7 +78,7 @@ public final class ViewerService: Sendable {
             o["redaction"] = .object(r)
             headerJSON = .object(o)
         }
-        let kind = header.isWireTrace ? "wire" : header.client["channel"]?.stringValue == "watch" ? "watch" : "machine"
+        let kind = ViewerJSON.traceKind(header)
         info = .object([
             "title": .string(self.title), "file": .string(path), "records": .int(Int64(t.count)),
             "start": .int(t.startTime.nanoseconds), "end": .int(t.endTime.nanoseconds), "kind": .string(kind),
@@ -79,13 +88,15 @@ public final class ViewerService: Sendable {
         trace = Mutex(t)
         self.replay = replay
         if !background {
-            let state = Self.buildLayout(path: path) { _ in }
+            let (state, problem) = Self.buildLayout(path: path) { _ in }
             layout.withLock { $0 = state }
+            if let problem { noteDamage(problem) }
         } else {
             do {
                 _ = try NetThread(name: "viewer-layout") { [self] in
-                    let state = Self.buildLayout(path: path) { progress in layout.withLock { $0 = .building(progress) } }
+                    let (state, problem) = Self.buildLayout(path: path) { progress in layout.withLock { $0 = .building(progress) } }
                     layout.withLock { $0 = state }
+                    if let problem { noteDamage(problem) }
                 }
             } catch {
                 layout.withLock { $0 = .failed(error.description) }
@@ -94,10 +105,11 @@ public final class ViewerService: Sendable {
         if replay != nil && autoReplay { startReplay() }
     }
 
-    /// One pass over the trace: the timeline (no labels) and the stats, then the layout.
-    static func buildLayout(path: String, progress: (Double) -> Void) -> LayoutState {
+    /// One pass over the trace: the timeline (no labels) and the stats, then the layout; and the damage
+    /// that stopped the pass early, if one did.
+    static func buildLayout(path: String, progress: (Double) -> Void) -> (LayoutState, TraceError?) {
         let reader: TraceReader
-        do { reader = try TraceReader(path: path) } catch { return .failed(error.description) }
+        do { reader = try TraceReader(path: path) } catch { return (.failed(error.description), error) }
         let total = max(1, (try? reader.chunks())?.last.map { Int($0.firstRecord) + Int($0.recordCount) } ?? 1)
         var timeline = Timeline(labels: false)
         var stats = TraceStats()
@@ -121,7 +133,7 @@ public final class ViewerService: Sendable {
             o["problem"] = .string("the timeline stops at record \(n): \(problem.description)")
             summary = .object(o)
         }
-        return .ready(l, stats: stats.json, statsText: stats.text, summary: summary)
+        return (.ready(l, stats: stats.json, statsText: stats.text, summary: summary), problem)
     }
 
     /// The page this service serves (``ViewerPage``).
@@ -252,6 +264,7 @@ public final class ViewerService: Sendable {
         switch result {
         case .success(let bytes): return HTTPResponse(status: 200, contentType: "application/json", body: bytes)
         case .failure(let e):
+            if e.code != .invalidArgument { noteDamage(e) }
             let status = e.code == .invalidArgument ? 400 : 500
             return HTTPResponse(status: status, contentType: "application/json", body: JSONValue.object(["error": .string(e.description)]).serialized())
         }

@@ -28,7 +28,8 @@ func corruptCopy(_ path: String) throws -> String {
 
 @Suite struct InspectCommandErrorTests {
     static let commands: [[String]] = [["show", "F", "0"], ["stats", "F"], ["timeline", "F"], ["diff", "F", "F"],
-                                       ["export", "F", "--format", "jsonl", "-o", "/dev/null"], ["redact", "F", "OUT"], ["lint", "F"], ["frames", "F", "--gen", "1"]]
+                                       ["export", "F", "--format", "jsonl", "-o", "/dev/null"], ["redact", "F", "OUT"], ["lint", "F"], ["frames", "F", "--gen", "1"],
+                                       ["view", "F", "--listen", "127.0.0.1:0", "--for", "1s"]]
 
     @Test(arguments: commands)
     func missingFileIs66(template: [String]) throws {
@@ -65,6 +66,9 @@ func corruptCopy(_ path: String) throws -> String {
         (["export", "x", "--format", "xml", "-o", "y"], "The value 'xml' is invalid for '--format <format>'"),
         (["redact", "x", "x"], "IN and OUT are the same file"),
         (["lint"], "Missing expected argument '<file>'"),
+        (["view", "x", "--listen", "nowhere"], "--listen 'nowhere' is not HOST:PORT"),
+        (["view", "x", "--for", "soon"], "--for 'soon' is not a time (e.g. 30s, 2m)"),
+        (["view", "-"], "view reads a trace file by its index"),
     ] as [([String], String)])
     func usageErrors(args: [String], message: String) throws {
         let r = try relaytrace(args)
@@ -76,7 +80,7 @@ func corruptCopy(_ path: String) throws -> String {
 
     @Test func helpListsEveryCommand() throws {
         let r = try relaytrace(["--help"])
-        for c in ["show", "stats", "timeline", "diff", "export", "redact", "lint"] { #expect(r.stdout.contains("  \(c) "), "\(c)") }
+        for c in ["show", "stats", "timeline", "view", "diff", "export", "redact", "lint"] { #expect(r.stdout.contains("  \(c) "), "\(c)") }
         let e = try relaytrace(["export", "--help"])
         #expect(e.status == 0)
         #expect(e.stdout.contains("-o, --output <out>"))
