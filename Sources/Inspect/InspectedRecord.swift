@@ -1,4 +1,5 @@
 public import RelayProtocol
+import Synchronization
 public import Trace
 
 /// A trace record with what the inspection commands derive from it: the parsed JSON payload, the relay
@@ -9,8 +10,9 @@ public struct InspectedRecord: Sendable {
     public var number: UInt64
     /// The record.
     public var record: TraceRecord
-    /// The payload parsed as JSON, for JSON kinds and text frames that parse.
-    public var json: JSONValue?
+    /// The payload parsed as JSON, for JSON kinds and text frames that parse (built on first use when the
+    /// record was made with `deferringJSON`).
+    public var json: JSONValue? { jsonStorage.value }
     /// Why a text frame's payload is not JSON.
     public var jsonError: String?
     /// The relay message `type` of a text frame.
@@ -27,37 +29,66 @@ public struct InspectedRecord: Sendable {
     public var terminal: TerminalFrame?
     /// For a correlated `rpc.response`: the time since its request.
     public var latency: Duration?
+    private let jsonStorage: JSONStorage
 
     /// Derives the fields of `entry`.
     public init(_ entry: TraceEntry) { self.init(number: entry.number, record: entry.record) }
 
-    /// Derives the fields of record `number`.
-    public init(number: UInt64, record r: TraceRecord) {
+    /// Derives the fields of record `number`. With `deferringJSON`, a text frame is validated in full but
+    /// read only as deep as its fields need (``ShallowJSON``), and the payload's JSON tree is built when
+    /// ``json`` is first used: every field, error and value is the same, only later.
+    public init(number: UInt64, record r: TraceRecord, deferringJSON: Bool = false) {
         self.number = number
         self.record = r
+        var storage = JSONStorage.none
         switch r.kind {
         case .frameText:
-            do {
-                let j = try JSONValue(parsing: r.payload)
-                json = j
-                type = j["type"]?.stringValue
-                let inner = j["payload"]
-                eventType = (inner?["eventType"] ?? j["eventType"])?.stringValue
-                if type == "rpc.request" || type == "rpc.response" {
-                    rpcId = (inner?["id"] ?? j["id"])?.stringValue
+            if deferringJSON {
+                let parsed = r.payload.withUnsafeBytes { b in
+                    Result { () throws(JSONParseError) in try ShallowJSON(parsing: b, expanding: "payload") }
                 }
-                if type == "rpc.request" { method = (inner?["method"] ?? j["method"])?.stringValue }
-                eventId = j["eventId"]?.intValue
-            } catch {
-                jsonError = error.description
+                switch parsed {
+                case .success(let shallow):
+                    storage = .deferred(LazyJSON(r.payload))
+                    // As the lookups below on the built tree: the last of repeated keys, `payload`'s member
+                    // first when it has one (of any value), else the top-level one.
+                    type = shallow.member("type")?.scalar?.stringValue
+                    let inner = shallow.member("payload")
+                    func field(_ key: String) -> String? {
+                        if let m = inner?.member(key) { return m.scalar?.stringValue }
+                        return shallow.member(key)?.scalar?.stringValue
+                    }
+                    eventType = field("eventType")
+                    if type == "rpc.request" || type == "rpc.response" { rpcId = field("id") }
+                    if type == "rpc.request" { method = field("method") }
+                    eventId = shallow.member("eventId")?.scalar?.intValue
+                case .failure(let error):
+                    jsonError = error.description
+                }
+            } else {
+                do {
+                    let j = try JSONValue(parsing: r.payload)
+                    storage = .built(j)
+                    type = j["type"]?.stringValue
+                    let inner = j["payload"]
+                    eventType = (inner?["eventType"] ?? j["eventType"])?.stringValue
+                    if type == "rpc.request" || type == "rpc.response" {
+                        rpcId = (inner?["id"] ?? j["id"])?.stringValue
+                    }
+                    if type == "rpc.request" { method = (inner?["method"] ?? j["method"])?.stringValue }
+                    eventId = j["eventId"]?.intValue
+                } catch {
+                    jsonError = error.description
+                }
             }
         case .frameBinary:
             terminal = try? TerminalFrame(decoding: r.payload)
         case .marker, .transportOpened, .unknown:
             break
         case .header, .transportOpen, .transportClosed, .transportFailed, .timerFired, .input, .action, .dropped, .writerStopped:
-            json = try? JSONValue(parsing: r.payload)
+            storage = deferringJSON ? .deferred(LazyJSON(r.payload)) : .built(try? JSONValue(parsing: r.payload))
         }
+        jsonStorage = storage
     }
 
     /// The `payload` of an `event` message (the event's own payload).
@@ -183,6 +214,38 @@ public struct RpcCorrelator: Sendable {
             rec.latency = rec.record.time - req.time
             let partial = rec.json?["isFinal"]?.boolValue == false || rec.json?["payload"]?["isFinal"]?.boolValue == false
             if !partial { open[id] = nil }
+        }
+    }
+}
+
+/// Where an ``InspectedRecord`` keeps its payload's JSON: none, built, or built on first use.
+private enum JSONStorage: Sendable {
+    case none
+    case built(JSONValue?)
+    case deferred(LazyJSON)
+
+    var value: JSONValue? {
+        switch self {
+        case .none: nil
+        case .built(let j): j
+        case .deferred(let lazy): lazy.value
+        }
+    }
+}
+
+/// A payload's JSON, parsed once, when first asked for (nil when it is not JSON).
+private final class LazyJSON: Sendable {
+    private let bytes: [UInt8]
+    private let cache = Mutex<JSONValue??>(nil)
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var value: JSONValue? {
+        cache.withLock { c in
+            if let known = c { return known }
+            let v = try? JSONValue(parsing: bytes)
+            c = .some(v)
+            return v
         }
     }
 }
