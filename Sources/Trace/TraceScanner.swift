@@ -298,7 +298,11 @@ public final class TraceScanner<Output: Sendable> {
                 if !meets {
                     items.append(.chunk(info: info, slot: nil, decode: false, walkAfter: w, summary: summary))
                 } else {
-                    let decode = plan.wants.map { $0(indexEntry(info) ?? info, summary?.0) } ?? true
+                    let entry = indexEntry(info)
+                    // A walk from the start checks the index against the chunks' generations: a chunk whose
+                    // generations neither the index nor a summary gives is decoded, whatever `wants` says.
+                    let generationsKnown = entry != nil || summary != nil || !w.fromStart
+                    let decode = !generationsKnown || (plan.wants.map { $0(entry ?? info, summary?.0) } ?? true)
                     let slot = nextSlot
                     nextSlot += 1
                     let frame: [UInt8]
