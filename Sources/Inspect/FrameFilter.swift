@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import RelayProtocol
 public import Trace
 
@@ -134,7 +129,7 @@ public struct FrameFilter: Sendable, Hashable {
     /// ASCII without `\`: its strings are spelled as they are.
     @inline(__always)
     static func plainJSON(_ p: UnsafeRawBufferPointer) -> Bool {
-        ByteSearch.isASCII(p) && (p.baseAddress.map { memchr($0, 0x5C, p.count) == nil } ?? true)
+        ByteSearch.isASCII(p, excluding: 0x5C)
     }
 
     /// Whether any of `patterns` occurs (nil patterns: some value is not ASCII, so yes).
@@ -183,9 +178,27 @@ public struct FrameByteTest: Sendable {
     private let rpcIds: [[UInt8]]?
     private let grep: [UInt8]?
 
+    /// For each kind value, whether its name is one of the `--type` values (nil without `--type`).
+    private let kindNamed: [Bool]?
+
     /// The test of `f`.
     public init(_ f: FrameFilter) {
         filter = f
+        if let types = f.types {
+            // As `types.contains(kind.name)` for every kind value: the known kinds by their names, the
+            // others by the `unknown(N)` spelling RecordKind gives them.
+            let unknownNamed = Set(types.compactMap { t -> UInt16? in
+                t.hasPrefix("unknown(") && t.hasSuffix(")") ? UInt16(t.dropFirst(8).dropLast()) : nil
+            })
+            var named = [Bool](repeating: false, count: 1 << 16)
+            for v in 0...UInt16.max {
+                let k = RecordKind(rawValue: v)
+                if case .unknown = k { named[Int(v)] = unknownNamed.contains(v) } else { named[Int(v)] = types.contains(k.name) }
+            }
+            kindNamed = named
+        } else {
+            kindNamed = nil
+        }
         func quote(_ set: Set<String>?) -> [[UInt8]]? {
             guard let set, set.allSatisfy({ $0.utf8.allSatisfy { $0 < 0x80 } }) else { return nil }
             return set.map { [0x22] + Array($0.utf8) + [0x22] }
@@ -217,8 +230,8 @@ public struct FrameByteTest: Sendable {
         if let direction = f.direction, v.direction != direction { return false }
         let isText = v.kindValue == RecordKind.frameText.rawValue
         let plain = isText && FrameFilter.plainJSON(v.payload)
-        if let kinds = f.types {
-            if !kinds.contains(v.kind.name) {
+        if let kindNamed {
+            if !kindNamed[Int(v.kindValue)] {
                 guard isText else { return false }
                 if plain, !FrameFilter.containsAnyString(types, in: v.payload) { return false }
             }

@@ -120,7 +120,7 @@ public enum InspectedRecords {
         }
         do {
             while let (_, records) = try scanner.next() {
-                for r in records where !body(r) { return nil }
+                for i in records.indices where !body(records[i]) { return nil }
             }
         } catch {
             return error

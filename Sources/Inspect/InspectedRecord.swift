@@ -12,7 +12,7 @@ public struct InspectedRecord: Sendable {
     public var record: TraceRecord
     /// The payload parsed as JSON, for JSON kinds and text frames that parse (built on first use when the
     /// record was made with `deferringJSON`).
-    public var json: JSONValue? { jsonStorage.value }
+    public var json: JSONValue? { derived.json }
     /// Why a text frame's payload is not JSON.
     public var jsonError: String?
     /// The relay message `type` of a text frame.
@@ -25,11 +25,15 @@ public struct InspectedRecord: Sendable {
     public var rpcId: String?
     /// The relay's `eventId` of an inbound event.
     public var eventId: Int64?
-    /// The decoded PTC1 frame of a binary frame.
-    public var terminal: TerminalFrame?
+    /// The decoded PTC1 frame of a binary frame (decoded on first use when the record was made with
+    /// `deferringJSON`).
+    public var terminal: TerminalFrame? { derived.terminal }
     /// For a correlated `rpc.response`: the time since its request.
     public var latency: Duration?
-    private let jsonStorage: JSONStorage
+    private let derived: Derived
+
+    /// The members a deferred text frame's fields are read from.
+    private static let shallowKeys = ["type", "eventType", "id", "method", "eventId"]
 
     /// Derives the fields of `entry`.
     public init(_ entry: TraceEntry) { self.init(number: entry.number, record: entry.record) }
@@ -40,16 +44,16 @@ public struct InspectedRecord: Sendable {
     public init(number: UInt64, record r: TraceRecord, deferringJSON: Bool = false) {
         self.number = number
         self.record = r
-        var storage = JSONStorage.none
+        var storage = Derived.none
         switch r.kind {
         case .frameText:
             if deferringJSON {
                 let parsed = r.payload.withUnsafeBytes { b in
-                    Result { () throws(JSONParseError) in try ShallowJSON(parsing: b, expanding: "payload") }
+                    Result { () throws(JSONParseError) in try ShallowJSON(parsing: b, expanding: "payload", keeping: Self.shallowKeys) }
                 }
                 switch parsed {
                 case .success(let shallow):
-                    storage = .deferred(LazyJSON(r.payload))
+                    storage = .deferredJSON(DeferredPayload(r.payload))
                     // As the lookups below on the built tree: the last of repeated keys, `payload`'s member
                     // first when it has one (of any value), else the top-level one.
                     type = shallow.member("type")?.scalar?.stringValue
@@ -82,13 +86,13 @@ public struct InspectedRecord: Sendable {
                 }
             }
         case .frameBinary:
-            terminal = try? TerminalFrame(decoding: r.payload)
+            storage = deferringJSON ? .deferredTerminal(DeferredPayload(r.payload)) : .terminal(try? TerminalFrame(decoding: r.payload))
         case .marker, .transportOpened, .unknown:
             break
         case .header, .transportOpen, .transportClosed, .transportFailed, .timerFired, .input, .action, .dropped, .writerStopped:
-            storage = deferringJSON ? .deferred(LazyJSON(r.payload)) : .built(try? JSONValue(parsing: r.payload))
+            storage = deferringJSON ? .deferredJSON(DeferredPayload(r.payload)) : .built(try? JSONValue(parsing: r.payload))
         }
-        jsonStorage = storage
+        derived = storage
     }
 
     /// The `payload` of an `event` message (the event's own payload).
@@ -218,32 +222,54 @@ public struct RpcCorrelator: Sendable {
     }
 }
 
-/// Where an ``InspectedRecord`` keeps its payload's JSON: none, built, or built on first use.
-private enum JSONStorage: Sendable {
+/// What an ``InspectedRecord`` derives from its payload: nothing, the JSON or the PTC1 frame built, or
+/// either built on first use.
+private enum Derived: Sendable {
     case none
     case built(JSONValue?)
-    case deferred(LazyJSON)
+    case terminal(TerminalFrame?)
+    case deferredJSON(DeferredPayload)
+    case deferredTerminal(DeferredPayload)
 
-    var value: JSONValue? {
+    var json: JSONValue? {
         switch self {
-        case .none: nil
+        case .none, .terminal, .deferredTerminal: nil
         case .built(let j): j
-        case .deferred(let lazy): lazy.value
+        case .deferredJSON(let d): d.json
+        }
+    }
+
+    var terminal: TerminalFrame? {
+        switch self {
+        case .none, .built, .deferredJSON: nil
+        case .terminal(let t): t
+        case .deferredTerminal(let d): d.terminal
         }
     }
 }
 
-/// A payload's JSON, parsed once, when first asked for (nil when it is not JSON).
-private final class LazyJSON: Sendable {
+/// A payload's JSON (for JSON kinds and text frames) or PTC1 frame (for binary frames), made once, when
+/// first asked for (nil when it is not one).
+private final class DeferredPayload: Sendable {
     private let bytes: [UInt8]
-    private let cache = Mutex<JSONValue??>(nil)
+    private let jsonCache = Mutex<JSONValue??>(nil)
+    private let terminalCache = Mutex<TerminalFrame??>(nil)
 
     init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-    var value: JSONValue? {
-        cache.withLock { c in
+    var json: JSONValue? {
+        jsonCache.withLock { c in
             if let known = c { return known }
             let v = try? JSONValue(parsing: bytes)
+            c = .some(v)
+            return v
+        }
+    }
+
+    var terminal: TerminalFrame? {
+        terminalCache.withLock { c in
+            if let known = c { return known }
+            let v = try? TerminalFrame(decoding: bytes)
             c = .some(v)
             return v
         }

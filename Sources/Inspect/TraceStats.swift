@@ -153,8 +153,17 @@ public struct TraceStats: Sendable {
 
     /// Adds one record (uncorrelated: the stats correlate RPCs themselves).
     public mutating func add(_ input: InspectedRecord) {
-        var rec = input
-        correlator.correlate(&rec)
+        // Only an RPC frame changes in correlation: others are read as they came (no copy).
+        if RpcCorrelator.isRelevant(input) {
+            var rec = input
+            correlator.correlate(&rec)
+            add(correlated: rec)
+        } else {
+            add(correlated: input)
+        }
+    }
+
+    private mutating func add(correlated rec: InspectedRecord) {
         let r = rec.record
         records += 1
         let n = UInt64(r.payload.count)

@@ -167,14 +167,14 @@ struct JSONByteParser {
 
     /// `parseDocument` (same checks, same errors) that reads a top-level object shallowly
     /// (`parseShallowObject(expanding:)`) and only validates any other value. Nil members: not an object.
-    mutating func parseShallowDocument(expanding: String?) throws(JSONParseError) -> [ShallowMember]? {
+    mutating func parseShallowDocument(expanding: String?, keeping: [String]?) throws(JSONParseError) -> [ShallowMember]? {
         if end >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
             throw fail("a byte order mark is not allowed; send UTF-8 without a BOM", at: 0)
         }
         skipWhitespace()
         var members: [ShallowMember]?
         if index < end && bytes[index] == ASCII.openBrace {
-            members = try parseShallowObject(expanding: expanding)
+            members = try parseShallowObject(expanding: expanding, keeping: keeping)
         } else {
             try skipValue()
         }
@@ -366,7 +366,7 @@ struct JSONByteParser {
     /// objects and arrays are validated by `skipValue`, except that an object value of a member named
     /// `expanding` is read the same shallow way (its members in ``ShallowMember/members``). Returns every
     /// member with its byte range.
-    mutating func parseShallowObject(expanding: String? = nil) throws(JSONParseError) -> [ShallowMember] {
+    mutating func parseShallowObject(expanding: String? = nil, keeping: [String]? = nil) throws(JSONParseError) -> [ShallowMember] {
         let open = index
         try enter(at: open)
         index += 1
@@ -396,9 +396,12 @@ struct JSONByteParser {
             skipWhitespace()
             let start = index
             if let expanding, index < end, bytes[index] == ASCII.openBrace, key == expanding {
-                let inner = try parseShallowObject()
+                let inner = try parseShallowObject(keeping: keeping)
                 out.append(ShallowMember(key: key, scalar: nil, range: start..<index, members: inner))
             } else if index < end && (bytes[index] == ASCII.openBrace || bytes[index] == ASCII.openBracket) {
+                try skipValue()
+                out.append(ShallowMember(key: key, scalar: nil, range: start..<index))
+            } else if let keeping, !keeping.contains(key) {
                 try skipValue()
                 out.append(ShallowMember(key: key, scalar: nil, range: start..<index))
             } else {

@@ -27,12 +27,13 @@ public struct ShallowJSON: Sendable {
     public let members: [ShallowMember]?
 
     /// Validates `bytes` exactly as ``JSONValue/init(parsing:)`` does (the same errors, at the same
-    /// offsets) and keeps the top-level members: scalars built, nested values as byte ranges, except that
-    /// object values of members named `expanding` are read one level further the same way.
-    public init(parsing bytes: UnsafeRawBufferPointer, expanding: String? = nil) throws(JSONParseError) {
+    /// offsets) and keeps the top-level members: scalars built (only those named in `keeping`, when it is
+    /// given: the others are validated and left unbuilt), nested values as byte ranges, except that object
+    /// values of members named `expanding` are read one level further the same way.
+    public init(parsing bytes: UnsafeRawBufferPointer, expanding: String? = nil, keeping: [String]? = nil) throws(JSONParseError) {
         let buffer = UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count: bytes.count)
         var parser = JSONByteParser(buffer)
-        members = try parser.parseShallowDocument(expanding: expanding)
+        members = try parser.parseShallowDocument(expanding: expanding, keeping: keeping)
     }
 
     /// The member named `key` that a full parse keeps (the last one), or nil (also when not an object).
