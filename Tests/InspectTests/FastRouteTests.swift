@@ -93,6 +93,11 @@ func writeMixedTrace(seed: UInt64, count: Int, chunk: Int) throws -> [UInt8] {
     var rng = SeededRandom(seed: seed)
     var t: Int64 = 0
     let methods = ["session.list", "system.ping", "job.get"]
+    // Every tricky frame once, in both directions, then ordinary traffic with more of them mixed in.
+    for (k, text) in trickyTexts.enumerated() {
+        t += Int64(rng.next(upperBound: UInt64(50_000_000)))
+        w.append(.frame(.text(text), time: Moment(nanoseconds: t), generation: UInt64(1 + k % 3), direction: k % 2 == 0 ? .inbound : .outbound))
+    }
     for i in 0..<count {
         t += Int64(rng.next(upperBound: UInt64(400_000_000)))
         let g = UInt64(1 + rng.next(upperBound: UInt64(3)))
