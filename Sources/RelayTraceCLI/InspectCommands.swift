@@ -150,7 +150,16 @@ enum StatsCommand {
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         var stats = TraceStats()
-        let error = readAll(reader, label: "stats", since: w.since, until: w.until) { stats.add($0); return true }
+        let error: TraceError?
+        if RelayTraceCommand.scanWorkers == 0 {
+            error = readAll(reader, label: "stats", since: w.since, until: w.until) { stats.add($0); return true }
+        } else {
+            let progress = Progress("stats", totalBytes: reader.source.size)
+            (stats, error) = TraceStats.read(reader, since: w.since, until: w.until, workers: RelayTraceCommand.scanWorkers) {
+                progress.report(records: $0, bytes: reader.statistics.bytesRead)
+            }
+            progress.done()
+        }
         if args.value("format") == "json" { ctx.stdout.line(stats.json.prettyText()) } else { ctx.stdout.write(stats.text) }
         if let error { return readFailure(error, ctx) }
         return .success

@@ -241,6 +241,30 @@ func fastListing(_ bytes: [UInt8], _ f: FrameFilter, salvage: Bool = false, work
         #expect(compared > 100)
     }
 
+    @Test func statsOfTheFastRouteAreThoseOfThePlainRoute() throws {
+        for (name, bytes) in Self.traces {
+            for (since, until) in [(nil, nil), (Moment.seconds(10), nil), (.seconds(3), .seconds(40))] as [(Moment?, Moment?)] {
+                var plain = TraceStats()
+                let pe = InspectedRecords.plain(try TraceReader(bytes: bytes), since: since, until: until) { plain.add($0); return true }
+                let (fast, fe) = TraceStats.read(try TraceReader(bytes: bytes), since: since, until: until, workers: 2)
+                #expect(fe == pe)
+                #expect(fast.json == plain.json, "\(name) \(String(describing: since))...\(String(describing: until))")
+                #expect(fast.text == plain.text)
+            }
+        }
+        // Damaged: the figures of what could be read, and the same error.
+        for (i, (name, bytes)) in Self.traces.enumerated() where name.hasPrefix("mixed") {
+            for (what, damaged) in damagedVariants(bytes, seed: UInt64(300 + i), count: 8) {
+                guard let r1 = try? TraceReader(bytes: damaged), let r2 = try? TraceReader(bytes: damaged) else { continue }
+                var plain = TraceStats()
+                let pe = InspectedRecords.plain(r1) { plain.add($0); return true }
+                let (fast, fe) = TraceStats.read(r2, workers: 2)
+                #expect(fe == pe, "\(name) \(what)")
+                #expect(fast.json == plain.json, "\(name) \(what)")
+            }
+        }
+    }
+
     @Test func recordsForTheOtherCommandsAreThePlainRoutesRecords() throws {
         for (name, bytes) in Self.traces {
             for (since, until) in [(nil, nil), (Moment.seconds(10), nil), (nil, Moment.seconds(12)), (.seconds(3), .seconds(40))] as [(Moment?, Moment?)] {
