@@ -24,31 +24,31 @@ public struct SavedPage {
 
     /// Reads every record of `reader` (the header is in it already) and builds the page's data.
     public init(reader: TraceReader, title: String, maxRecords: Int = SavedPage.maxRecords) {
-        timeline = Timeline(labels: false)
+        var tl = Timeline(labels: false)
         var stats = TraceStats()
         var correlator = RpcCorrelator()
         var rows: [JSONValue] = []
         var details: [JSONValue] = []
-        do {
-            while let e = try reader.next() {
-                var rec = InspectedRecord(e)
-                correlator.correlate(&rec)
-                timeline.add(rec)
-                stats.add(rec)
-                if records < maxRecords {
-                    guard case .object(var o) = ViewerJSON.row(rec) else { continue }
-                    let hay = rec.terminal.map { String(decoding: $0.data, as: UTF8.self) } ?? rec.record.payloadText
-                    o["x"] = .string(hay + "\n" + rec.summary)
-                    rows.append(.object(o))
-                    details.append(rec.detail)
-                }
-                records += 1
+        var seen = 0
+        let problem = InspectedRecords.read(reader) { r in
+            var rec = r
+            correlator.correlate(&rec)
+            tl.add(rec)
+            stats.add(rec)
+            if seen < maxRecords, case .object(var o) = ViewerJSON.row(rec) {
+                let hay = rec.terminal.map { String(decoding: $0.data, as: UTF8.self) } ?? rec.record.payloadText
+                o["x"] = .string(hay + "\n" + rec.summary)
+                rows.append(.object(o))
+                details.append(rec.detail)
             }
-        } catch {
-            problem = error
+            seen += 1
+            return true
         }
-        timeline.finish()
-        let layout = TimelineLayout(timeline)
+        records = seen
+        self.problem = problem
+        tl.finish()
+        timeline = tl
+        let layout = TimelineLayout(tl)
         let window = layout.window(from: layout.start, to: layout.end, width: Self.timelineWidth)
         guard case .object(var t) = ViewerJSON.window(window, from: layout.start, to: layout.end),
               case .object(let summary) = ViewerJSON.layoutSummary(layout) else { return }

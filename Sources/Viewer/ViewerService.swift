@@ -114,17 +114,13 @@ public final class ViewerService: Sendable {
         var timeline = Timeline(labels: false)
         var stats = TraceStats()
         var n = 0
-        var problem: TraceError?
-        do {
-            while let e = try reader.next() {
-                let rec = InspectedRecord(e)
-                timeline.add(rec)
-                stats.add(rec)
-                n += 1
-                if n & 8191 == 0 { progress(Double(n) / Double(total)) }
-            }
-        } catch {
-            problem = error
+        // The route `timeline` and `stats` read by: chunks decoded ahead on worker threads, JSON built on use.
+        let problem = InspectedRecords.read(reader) { rec in
+            timeline.add(rec)
+            stats.add(rec)
+            n += 1
+            if n & 8191 == 0 { progress(Double(n) / Double(total)) }
+            return true
         }
         timeline.finish()
         let l = TimelineLayout(timeline)

@@ -66,6 +66,7 @@ func corruptCopy(_ path: String) throws -> String {
         (["export", "x", "--format", "xml", "-o", "y"], "The value 'xml' is invalid for '--format <format>'"),
         (["redact", "x", "x"], "IN and OUT are the same file"),
         (["lint"], "Missing expected argument '<file>'"),
+        (["timeline", "x", "--html", "y", "--since", "1m"], "--since/--until draw part of the ASCII picture"),
         (["view", "x", "--listen", "nowhere"], "--listen 'nowhere' is not HOST:PORT"),
         (["view", "x", "--for", "soon"], "--for 'soon' is not a time (e.g. 30s, 2m)"),
         (["view", "-"], "view reads a trace file by its index"),
