@@ -26,6 +26,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.common.exceptions import StaleElementReferenceException
 
 results = []
 
@@ -141,17 +142,21 @@ def run(driver, case, shot):
     # Click a frame: its JSON in the detail pane.
     c = case["click"]
     driver.execute_script("__viewer.scrollTo(%d)" % c["i"])
-    el = None
+    # The list re-renders its rows as pages arrive: find the row again when it is replaced under the click.
+    clicked = False
     for _ in range(100):
         els = driver.find_elements(By.CSS_SELECTOR, '#rows .row[data-i="%d"]' % c["i"])
-        if els:
-            el = els[0]
-            break
+        if els and not driver.find_elements(By.CSS_SELECTOR, "#rows .row.loading"):
+            try:
+                els[0].click()
+                clicked = True
+                break
+            except StaleElementReferenceException:
+                pass
         time.sleep(0.05)
-    if el is None:
+    if not clicked:
         report("click-frame", False, "row %d not shown" % c["i"])
     else:
-        el.click()
         shown = wait(driver, "document.getElementById('detail-head').textContent.indexOf('record #%d ') === 0 && document.getElementById('detail-json').textContent.length > 2" % c["i"], timeout=10)
         text = driver.find_element(By.ID, "detail-json").text
         marks = len(driver.find_elements(By.CSS_SELECTOR, "#detail-json mark.redacted"))
