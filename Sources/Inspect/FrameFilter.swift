@@ -24,7 +24,8 @@ public struct FrameFilter: Sendable, Hashable {
     public var events: Set<String>?
     /// RPC methods; matches requests and the responses correlated with them.
     public var methods: Set<String>?
-    /// RPC ids.
+    /// RPC ids: the requests and responses with these ids, and the client's records naming them (their
+    /// `rpcTimeout` timers, a `call` input given the id).
     public var rpcIds: Set<String>?
     /// Records at or after this time.
     public var since: Moment?
@@ -58,7 +59,7 @@ public struct FrameFilter: Sendable, Hashable {
             guard let m = rec.method, methods.contains(m) else { return false }
         }
         if let rpcIds {
-            guard let id = rec.rpcId, rpcIds.contains(id) else { return false }
+            guard let id = rec.rpcId ?? rec.namedRequestId, rpcIds.contains(id) else { return false }
         }
         if let grep, !grep.isEmpty {
             let hay = rec.terminal.map { String(decoding: $0.data, as: UTF8.self) } ?? r.payloadText

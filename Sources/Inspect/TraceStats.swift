@@ -129,6 +129,20 @@ public struct TraceStats: Sendable {
     private var generationIndex: [UInt64: Int] = [:]
     /// Outbound heartbeat spacing within a generation.
     public private(set) var heartbeats = IntervalSummary()
+    /// Heartbeats sent (outbound `heartbeat` messages).
+    public private(set) var heartbeatsSent: UInt64 = 0
+    /// Pongs received (inbound `pong` messages).
+    public private(set) var pongsReceived: UInt64 = 0
+    /// WebSocket ping and pong control frames (wire traces), both ways.
+    public private(set) var controlFrames: (pings: UInt64, pongs: UInt64) = (0, 0)
+    private var calls = RpcCallTracker()
+    /// The RPCs that got no final response, in the order they were sent, each with why it ended (the
+    /// first `maxUnansweredKept`; ``unansweredCount`` counts them all). Complete after ``finish()``.
+    public private(set) var unanswered: [RpcCall] = []
+    /// How many RPCs got no final response.
+    public private(set) var unansweredCount = 0
+    /// The most unanswered RPCs kept with their story.
+    public static let maxUnansweredKept = 1000
     private var lastHeartbeat: [UInt64: Moment] = [:]
     /// Lease renewals (outbound active `chat:timeline-interest`) per lease session.
     public private(set) var leaseRenewals: [String: UInt64] = [:]
@@ -174,7 +188,12 @@ public struct TraceStats: Sendable {
             if !partial { rpc[m, default: .init()].latencies.append(l.nanoseconds) }
         }
         if let g = r.generation, r.channel == .relay { updateGeneration(g, rec) }
+        for case .ended(let call) in calls.add(rec) where !call.isAnswered { noteUnanswered(call) }
+        if r.kind == .ping { controlFrames.pings += 1 }
+        if r.kind == .pong { controlFrames.pongs += 1 }
+        if r.kind == .frameText, r.direction == .inbound, rec.type == "pong" { pongsReceived += 1 }
         if r.kind == .frameText, r.direction == .outbound {
+            if rec.type == "heartbeat" { heartbeatsSent += 1 }
             if rec.type == "heartbeat", let g = r.generation {
                 if let last = lastHeartbeat[g] { heartbeats.add((r.time - last).nanoseconds) }
                 lastHeartbeat[g] = r.time
@@ -194,6 +213,16 @@ public struct TraceStats: Sendable {
                 }
             }
         }
+    }
+
+    private mutating func noteUnanswered(_ call: RpcCall) {
+        unansweredCount += 1
+        if unanswered.count < Self.maxUnansweredKept { unanswered.append(call) }
+    }
+
+    /// Ends the statistics: the RPCs still open are unanswered (ended by their socket, or pending).
+    public mutating func finish() {
+        for call in calls.finish() { noteUnanswered(call) }
     }
 
     private mutating func updateGeneration(_ g: UInt64, _ rec: InspectedRecord) {
@@ -259,9 +288,16 @@ public struct TraceStats: Sendable {
             "generations": .array(gens),
             "reconnects": .int(Int64(reconnects)),
             "heartbeatIntervals": heartbeats.json,
+            "heartbeats": ["sent": .int(Int64(heartbeatsSent)), "pongs": .int(Int64(pongsReceived)),
+                           "wsPings": .int(Int64(controlFrames.pings)), "wsPongs": .int(Int64(controlFrames.pongs))],
+            "unanswered": .array(unanswered.map { c in
+                ["id": .string(c.requestId), "method": c.method.map { .string($0) } ?? .null,
+                 "gen": c.generation.map { .int(Int64(bitPattern: $0)) } ?? .null, "callId": c.callId.map { .int($0) } ?? .null,
+                 "sent": t(c.sent), "ended": t(c.ended), "why": .string(c.why)]
+            }),
             "leases": ["renewals": .object(leaseRenewals.mapValues { .int(Int64($0)) }), "intervals": leaseIntervals.json,
                        "late": .int(Int64(leaseLateCount)), "gaps": .int(Int64(leaseGaps))],
-            "openRequests": .int(Int64(correlator.openRequests)),
+            "openRequests": .int(Int64(unansweredCount)),
         ]
     }
 
@@ -297,10 +333,21 @@ public struct TraceStats: Sendable {
         func iv(_ s: IntervalSummary) -> String {
             s.count == 0 ? "none" : "\(s.count) intervals, mean \(ms(Int64(s.mean))), jitter (stddev) \(ms(Int64(s.standardDeviation))), min \(ms(s.min)), max \(ms(s.max))"
         }
-        line("heartbeats: \(iv(heartbeats))")
+        var hb = "heartbeats: \(heartbeatsSent) sent, \(pongsReceived) pong\(pongsReceived == 1 ? "" : "s") received"
+        if controlFrames.pings + controlFrames.pongs > 0 { hb += ", WebSocket pings \(controlFrames.pings), pongs \(controlFrames.pongs)" }
+        hb += "; spacing: " + (heartbeats.count == 0 && heartbeatsSent > 0 ? "none (it takes two heartbeats on one socket)" : iv(heartbeats))
+        line(hb)
         let renewals = leaseRenewals.values.reduce(0, +)
         line("leases: \(renewals) renewals of \(leaseRenewals.count) lease(s), \(leaseLateCount) late, \(leaseGaps) gaps; spacing: \(iv(leaseIntervals))")
-        if correlator.openRequests > 0 { line("unanswered rpc requests: \(correlator.openRequests)") }
+        if unansweredCount > 0 {
+            line("unanswered rpc requests: \(unansweredCount)")
+            for c in unanswered {
+                var s = "  \(c.method ?? "?") id=\(c.requestId)" + (c.generation.map { " on g\($0)" } ?? "") + ", sent \(c.sent): \(c.why)"
+                if let e = c.ended { s += " at \(e) (\(Moment(nanoseconds: (e - c.sent).nanoseconds)) after it was sent)" }
+                line(s)
+            }
+            if unansweredCount > unanswered.count { line("  ... \(unansweredCount - unanswered.count) more (stats --format json lists the first \(Self.maxUnansweredKept))") }
+        }
         return out
     }
 }

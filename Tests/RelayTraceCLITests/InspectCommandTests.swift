@@ -327,7 +327,7 @@ func corruptCopy(_ path: String) throws -> String {
         #expect(at == bytes.count)
         #expect(types.first == 0x0A0D_0D0A)
         #expect(types.filter { $0 == 1 }.count == 3)  // one interface per generation
-        #expect(types.filter { $0 == 6 }.count == 28)  // 26 frames and 2 closes
+        #expect(types.filter { $0 == 6 }.count == 34)  // 26 frames, 2 closes, and each of the 3 upgrades with its answer
     }
 
     @Test func redactRekeysAndStrengthens() throws {
