@@ -117,7 +117,7 @@ enum RelayCommand {
                 recorder = try WireRecorder(path: recordPath, source: .relay, details: ["listen": .string(listen)],
                                             wallClockStart: rfc3339Now(), options: options)
             } catch {
-                ctx.stderr.line("Error: \(error.description)\(error.systemErrno == EEXIST ? " (use --force to overwrite it)" : "")")
+                ctx.stderr.line(writeFailure(error, path: recordPath))
                 return RelayTraceCommand.exitCode(for: error)
             }
         }
@@ -266,6 +266,11 @@ enum CaptureCommand {
         }
         let env = ProcessInfo.processInfo.environment
         let output = args.value("output") ?? "capture-\(scenario.name).rtrace"
+        // The output is checked before the relay starts (the writer refuses it again, atomically).
+        if !args.flag("force"), isExistingFile(output) {
+            ctx.stderr.line(existsMessage(output))
+            return .ioError
+        }
         let faults: FaultScript
         do throws(FaultScriptError) { faults = try FaultScript.parse(scenario.faults) } catch {
             ctx.stderr.line("Error: scenario \(scenario.name): \(error)")
@@ -361,7 +366,7 @@ enum CaptureCommand {
             capture = try ClientCapture(path: output, configuration: options.configuration, wallClockStart: rfc3339Now(), simulated: false,
                                         options: writer, extra: ["scenario": .string(scenario.name), "live": .bool(true)])
         } catch {
-            ctx.stderr.line("Error: \(error.description)")
+            ctx.stderr.line(writeFailure(error, path: output))
             return RelayTraceCommand.exitCode(for: error)
         }
         options.capture = capture
