@@ -145,7 +145,7 @@ enum ReplayCommand {
             }
         }
         if args.flag("step") {
-            return interactive(replayer, ctx)
+            return interactive(replayer, file: path, ctx)
         }
         let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
         replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
@@ -164,7 +164,7 @@ enum ReplayCommand {
             ctx.stdout.line(replayer.snapshot.description)
             return .success
         case .diverged(let d):
-            ctx.stdout.line(d.description)
+            ctx.stdout.line(d.report(file: path))
             return .found
         case .damaged(let at, let error):
             ctx.stderr.line("Error: \(path): damaged at record #\(at) (the \(at) records before it replayed without divergence): \(error.description)")
@@ -268,7 +268,7 @@ enum ReplayCommand {
             return openFailed(error, ctx)
         }
         replayer.breakpoints = breakpoints
-        if step { return interactive(replayer, ctx) }
+        if step { return interactive(replayer, file: path, ctx) }
         let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
         replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
         let stop = replayer.run(until: conditions)
@@ -286,7 +286,7 @@ enum ReplayCommand {
             }
             return .success
         case .diverged(let d):
-            ctx.stdout.line(d.description)
+            ctx.stdout.line(d.report(file: path))
             ctx.stdout.line("the machines where the replay stopped (before record #\(d.record)):")
             ctx.stdout.line(replayer.description.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n"))
             return .found
@@ -400,15 +400,17 @@ enum ReplayCommand {
 
     /// `--step`: commands from stdin (a terminal or a pipe) drive `r`, a relay-client or a watch-channel
     /// replay; exit 0, 1 after a divergence, the damage's code after damage.
-    static func interactive(_ r: some InteractiveReplay, _ ctx: CLIContext) -> ExitCode {
+    static func interactive(_ r: some InteractiveReplay, file: String, _ ctx: CLIContext) -> ExitCode {
         let out = ctx.stdout
         out.line("replaying \(r.records.count) records\(r.channelNote); 'help' lists the commands")
         if let problem = r.readProblem { out.line("the trace is incomplete and ends after them: \(problem.description)") }
+        // The replay's clock (what `state` shows), not the next record's time (`next:` shows that).
         func prompt() {
-            let t = r.position < r.records.count ? r.records[r.position].time : r.endTime
-            out.write("(replay #\(r.position) t=\(t)) ")
+            out.write("(replay #\(r.position) t=\(r.now)) ")
             out.flush()
         }
+        // Commands from a pipe are echoed after the prompt, so a transcript reads as a session.
+        let echo = !Terminal.isTTY(0)
         func showNext() {
             if r.position < r.records.count { out.line("next: #\(r.position) \(r.describe(r.records[r.position]))") }
             else { out.line("at the end of the trace") }
@@ -417,7 +419,7 @@ enum ReplayCommand {
             switch stop {
             case .finished: out.line("finished: no divergence")
             case .paused(let at, let why): out.line("paused before #\(at): \(why)")
-            case .diverged(let d): out.line(d.description)
+            case .diverged(let d): out.line(d.report(file: file))
             case .damaged(let at, let error): out.line("the trace is damaged at record #\(at): \(error.description)")
             }
         }
@@ -428,6 +430,7 @@ enum ReplayCommand {
         showNext()
         prompt()
         while let line = readLine() {
+            if echo { out.line(line) }
             let words = line.split(separator: " ").map(String.init)
             let n = words.count > 1 ? max(1, Int(words[1]) ?? 1) : 1
             switch words.first ?? "next" {
@@ -489,8 +492,8 @@ protocol InteractiveReplay: AnyObject {
     var readProblem: TraceError? { get }
     var divergence: Divergence? { get }
     var damage: (record: Int, error: TraceError)? { get }
-    /// The prompt's time once past the last record.
-    var endTime: Moment { get }
+    /// The replay's clock: the time `state` shows and the prompt shows.
+    var now: Moment { get }
     /// Said after the record count at the start (`" of a watch-channel trace"`).
     var channelNote: String { get }
     /// The `state` command's text.
@@ -508,7 +511,7 @@ protocol InteractiveReplay: AnyObject {
 }
 
 extension Replayer: InteractiveReplay {
-    var endTime: Moment { machine.now }
+    var now: Moment { machine.now }
     var channelNote: String { "" }
     var stateText: String { snapshot.description }
     var timersText: String {
@@ -520,7 +523,6 @@ extension Replayer: InteractiveReplay {
 }
 
 extension WatchReplayer: InteractiveReplay {
-    var endTime: Moment { now }
     var channelNote: String { " of a watch-channel trace" }
     var stateText: String { description }
     var timersText: String { description }

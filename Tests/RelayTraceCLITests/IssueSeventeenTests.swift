@@ -91,6 +91,18 @@ import Trace
         #expect(s.stdout.contains("paused before #63: message type resumed"), "\(s.stdout)")
     }
 
+    @Test func aRecordBreakpointPausesOnlyThere() throws {
+        // Before: record=46 held at every record from 46 on, so continuing paused at #47, #48...
+        let s = try sh("printf 'continue\\ncontinue\\nquit\\n' | \"$RT\" replay '\(goldenTrace("handover"))' --step --break record=46 --break record=60")
+        #expect(s.stdout.contains("paused before #46: record 46"), "\(s.stdout)")
+        #expect(s.stdout.contains("paused before #60: record 60"), "\(s.stdout)")
+        #expect(!s.stdout.contains("paused before #47"), "\(s.stdout)")
+        let t = try sh("printf 'continue\\ncontinue\\nquit\\n' | \"$RT\" replay '\(goldenTrace("handover"))' --step --break time=28")
+        #expect(t.stdout.contains("paused before #44: time 28.000s"), "\(t.stdout)")
+        #expect(!t.stdout.contains("paused before #45"), "\(t.stdout)")
+        #expect(t.stdout.contains("finished: no divergence"), "\(t.stdout)")
+    }
+
     @Test func repeatedFilterValuesAreOneList() throws {
         let both = try relaytrace(["frames", goldenTrace("handover"), "--method", "files.search", "--method", "system.ping", "--format", "jsonl"])
         let list = try relaytrace(["frames", goldenTrace("handover"), "--method", "files.search,system.ping", "--format", "jsonl"])
@@ -210,5 +222,27 @@ import Trace
         let s = try relaytrace(["stats", one])
         #expect(s.stdout.contains("heartbeats: 1 sent, 1 pong received; spacing: none (it takes two heartbeats on one socket)"), "\(s.stdout)")
         #expect(try JSONValue(parsing: try relaytrace(["stats", one, "--format", "json"]).stdout)["heartbeats"]?["sent"] == 1)
+    }
+}
+
+// MARK: 7. Readable tables and sessions
+
+@Suite struct ReadableOutputTests {
+    @Test func deadlinesAreTimes() throws {
+        let r = try relaytrace(["frames", goldenTrace("handover"), "--format", "table", "--type", "action", "--grep", "rpcTimeout"])
+        #expect(r.stdout.contains(#""deadline":"at 118.000s""#), "\(r.stdout)")
+        #expect(!r.stdout.contains("118000000000"))
+        // The JSON keeps the number.
+        let j = try jsonLines(try relaytrace(["frames", goldenTrace("handover"), "--format", "jsonl", "--type", "action", "--grep", "118000000000"]).stdout)
+        #expect(j.first?["json"]?["deadline"] == 118_000_000_000)
+    }
+
+    @Test func stepEchoesPipedCommandsAndItsPromptShowsTheStatesTime() throws {
+        // After #46 (28 s) the next record is at 30 s: the prompt shows the replay's clock, as state does.
+        let s = try sh("printf 'next 47\\nstate\\nquit\\n' | \"$RT\" replay '\(goldenTrace("handover"))' --step")
+        #expect(s.stdout.contains("(replay #0 t=0.000s) next 47\n"), "\(s.stdout)")
+        #expect(s.stdout.contains("(replay #47 t=28.000s) state\n"), "\(s.stdout)")
+        #expect(s.stdout.contains("time:       28.000s"), "\(s.stdout)")
+        #expect(s.stdout.contains("next: #47 30.000s"), "\(s.stdout)")
     }
 }
