@@ -235,11 +235,12 @@ enum DiffCommand {
     static let spec = CommandSpec(
         name: "diff",
         abstract: "Compare two traces semantically; exit 0 when equal, 1 when they differ.",
-        discussion: "Aligns the k-th generation of A with the k-th of B and compares records in order: kind, channel, direction and payload. JSON is compared as values (key order ignored); redaction placeholders match each other; times are not compared; volatile members are ignored at every depth: \(TraceDiff.volatileKeys.sorted().joined(separator: ", ")). Prints the first difference, then all.",
+        discussion: "Aligns the k-th generation of A with the k-th of B and compares records in order: kind, channel, direction and payload. JSON is compared as values (key order ignored); redaction placeholders match each other; volatile members are ignored at every depth: \(TraceDiff.volatileKeys.sorted().joined(separator: ", ")), and at a payload's top level: \(TraceDiff.topLevelVolatileKeys.sorted().joined(separator: ", ")) (the relay's session). Times are compared only with --times: records of A and B more than TOLERANCE apart are a difference (a changed backoff shows). Prints the first difference, then all.",
         arguments: [ArgumentSpec(name: "a", help: "The first trace."), ArgumentSpec(name: "b", help: "The second trace.")],
         options: [
             OptionSpec(long: "ignore", valueName: "keys", help: "More member names to ignore (comma list)."),
             OptionSpec(long: "max", valueName: "n", help: "Print at most this many differences.", defaultValue: "100"),
+            OptionSpec(long: "times", valueName: "tolerance", help: "Compare record times too: aligned records more than this apart differ (e.g. 50ms, 1s, 0)."),
         ],
         run: { args, ctx in run(args, ctx) })
 
@@ -247,7 +248,14 @@ enum DiffCommand {
         guard let limit = Int(args.value("max") ?? ""), limit >= 1 else {
             return RelayTraceCommand.usageError(UsageError(message: "--max must be a positive number", commandPath: ["relaytrace", "diff"]), ctx)
         }
-        let d = TraceDiff(ignoring: args.value("ignore").map(FrameFilter.list) ?? [])
+        var tolerance: Duration?
+        if let t = args.value("times") {
+            guard let ns = TimeSyntax.nanoseconds(t, bareSeconds: true), ns >= 0 else {
+                return RelayTraceCommand.usageError(UsageError(message: "--times '\(t)' is not a tolerance; write e.g. 50ms, 1s, 0", commandPath: ["relaytrace", "diff"]), ctx)
+            }
+            tolerance = .nanoseconds(ns)
+        }
+        let d = TraceDiff(ignoring: args.value("ignore").map(FrameFilter.list) ?? [], timeTolerance: tolerance)
         var sides: [[String: [TraceDiff.Item]]] = []
         for name in ["a", "b"] {
             let path = args.positionals[name] ?? ""

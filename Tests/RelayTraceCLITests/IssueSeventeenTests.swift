@@ -246,3 +246,31 @@ import Trace
         #expect(s.stdout.contains("next: #47 30.000s"), "\(s.stdout)")
     }
 }
+
+// MARK: 8. diff finds timing bugs
+
+@Suite struct DiffTimesTests {
+    @Test func twoSeedsDoNotDifferByTheRelaysSession() throws {
+        let a = tempPath("rtrace"), b = tempPath("rtrace")
+        defer { for p in [a, b] { try? FileManager.default.removeItem(atPath: p) } }
+        #expect(try relaytrace(["simulate", "--scenario", "handover", "--seed", "1", "-o", a]).status == 0)
+        #expect(try relaytrace(["simulate", "--scenario", "handover", "--seed", "2", "-o", b]).status == 0)
+        let r = try relaytrace(["diff", a, b, "--max", "1000"])
+        #expect(!r.stdout.contains("$.sessionId:"), "\(r.stdout)")
+        #expect(r.status == 0, "the relay's session was the only difference: \(r.stdout)")
+    }
+
+    @Test func timesCompareWithinTheTolerance() throws {
+        let a = try writeRelayTrace()
+        let b = try writeRelayTrace(RelayTraceVariant(shift: 0.5))
+        defer { for p in [a, b] { try? FileManager.default.removeItem(atPath: p) } }
+        #expect(try relaytrace(["diff", a, b]).status == 0)  // times are not compared by default
+        let r = try relaytrace(["diff", a, b, "--times", "100ms"])
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("first difference: g1 #0 (A record 0, B record 0) time (transportOpen relay out, apart by 0.500s): 0.010s != 0.510s"), "\(r.stdout)")
+        #expect(try relaytrace(["diff", a, b, "--times", "1s"]).status == 0)
+        let bad = try relaytrace(["diff", a, b, "--times", "soon"])
+        #expect(bad.status == 64)
+        #expect(bad.stderr.hasPrefix("Error: --times 'soon' is not a tolerance"))
+    }
+}
