@@ -17,7 +17,7 @@ import WireRecording
 enum RelayCommand {
     static let spec = CommandSpec(
         name: "relay",
-        abstract: "Run the development relay (PROTOCOL.md) with simulated desktops on a real socket.",
+        abstract: "Run the development relay (the protocol as it speaks it: docs/PROTOCOL.md) with simulated desktops on a real socket.",
         discussion: """
             Any client can connect to ws://HOST:PORT/ws/device-link (wss with --tls-cert/--tls-key): register, \
             resume, heartbeat, call any of the 65 RPC methods, receive job events and timeline snapshots, link \

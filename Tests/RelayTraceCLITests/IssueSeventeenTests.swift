@@ -274,3 +274,19 @@ import Trace
         #expect(bad.stderr.hasPrefix("Error: --times 'soon' is not a tolerance"))
     }
 }
+
+// MARK: 9. The protocol is documented in the project
+
+@Suite struct ProtocolDocumentTests {
+    @Test func relayHelpPointsToADocumentThatExistsWithTheSectionsTheSourcesCite() throws {
+        let help = try relaytrace(["relay", "--help"])
+        #expect(help.stdout.contains("docs/PROTOCOL.md"), "\(help.stdout)")
+        let doc = try String(contentsOfFile: GoldenTraceCommandTests.root + "/docs/PROTOCOL.md", encoding: .utf8)
+        let sections = Set(doc.split(separator: "\n").filter { $0.hasPrefix("## ") }.compactMap { Int($0.dropFirst(3).prefix { $0.isNumber }) })
+        // Every `PROTOCOL.md §N` a source file cites is a section of the document.
+        let grep = try runProcess("/bin/bash", ["-c", "grep -rhoE 'PROTOCOL\\.md §[0-9]+' '\(GoldenTraceCommandTests.root)/Sources' | sort -u"])
+        let cited = Set(grep.stdout.split(separator: "\n").compactMap { Int($0.split(separator: "§").last ?? "") })
+        #expect(!cited.isEmpty)
+        #expect(cited.isSubset(of: sections), "cited \(cited.sorted()), documented \(sections.sorted())")
+    }
+}
