@@ -37,6 +37,7 @@ let package = Package(
         .library(name: "Proxy", targets: ["Proxy"]),
         .library(name: "WireReplay", targets: ["WireReplay"]),
         .library(name: "LinkQR", targets: ["LinkQR"]),
+        .library(name: "SpecCheck", targets: ["SpecCheck"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -84,6 +85,9 @@ let package = Package(
         // Trace analyses for the inspection commands: filters, RPC correlation, stats, timeline, diff,
         // exporters (pcapng, HAR, chrome trace), secrets lint.
         .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // `relaytrace check`: the SPEC's rules that can be seen on the wire, judged on any trace (machine or
+        // wire); stated from the SPEC, never from the client machine (no dependency on RelayClient).
+        .target(name: "SpecCheck", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Strict replay, stepping, checkpoints, divergence reports.
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
@@ -96,7 +100,7 @@ let package = Package(
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "WireReplay"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "WireReplay", "SpecCheck"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -127,6 +131,7 @@ let package = Package(
         .testTarget(name: "WireReplayTests", dependencies: ["WireReplay", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "LinkQRTests", dependencies: ["LinkQR"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
+        .testTarget(name: "SpecCheckTests", dependencies: ["SpecCheck", "Inspect", "Simulation", "WatchSimulation", "Trace", "RelayProtocol"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

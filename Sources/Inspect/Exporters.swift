@@ -178,8 +178,8 @@ public struct PcapngExporter {
     /// that never reached a relay is not drawn as one): generation -> (record, time, request bytes).
     private var opening: [UInt64: (record: UInt64, time: Moment, request: [UInt8])] = [:]
 
-    /// Adds a record: the upgrade request and its answer (HTTP), text and binary frames and socket closes
-    /// (WebSocket), and a connection that failed (a TCP SYN and RST, the failure in the packet comment)
+    /// Adds a record: the upgrade request and its answer (HTTP), text and binary frames, pings, pongs
+    /// (wire traces) and socket closes (WebSocket), and a connection that failed (a TCP SYN and RST, the failure in the packet comment)
     /// become packets; other records are skipped.
     public mutating func add(_ rec: InspectedRecord) {
         let r = rec.record
@@ -210,6 +210,10 @@ public struct PcapngExporter {
             packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 1, payload: r.payload), at: r.time, comment: "record \(rec.number)")
         case .frameBinary:
             packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 2, payload: r.payload), at: r.time, comment: "record \(rec.number)")
+        case .ping:
+            packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 9, payload: Array(r.payload.prefix(125))), at: r.time, comment: "record \(rec.number)")
+        case .pong:
+            packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 10, payload: Array(r.payload.prefix(125))), at: r.time, comment: "record \(rec.number)")
         case .transportClosed:
             if let held = opening.removeValue(forKey: g) { unanswered(g, held) }
             var p: [UInt8] = []

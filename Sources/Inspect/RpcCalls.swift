@@ -1,5 +1,5 @@
 public import RelayProtocol
-import Trace
+public import Trace
 
 /// One RPC as a trace shows it: from its request to what ended it (its final response, the client's
 /// `callCompleted`, its timeout, or its socket's end), and the call it belongs to in a machine trace.
@@ -209,6 +209,21 @@ public struct RpcCallTracker: Sendable {
             break
         }
         return events
+    }
+
+    /// Feeds a record that the caller does not build (a fast route that reads only record headers): what
+    /// its header says about the client's steps and whether the trace records actions. Every record an
+    /// RPC's story is in (requests, responses, socket ends, `call` inputs, `rpcTimeout` timers,
+    /// `callCompleted`) must go through ``add(_:)`` instead.
+    public mutating func addHeader(kind: RecordKind, direction: FrameDirection?) {
+        switch kind {
+        case .input, .timerFired: stepCall = nil
+        case .action: recordsActions = true
+        case .frameText, .transportClosed: if direction == .inbound { stepCall = nil }
+        case .transportFailed: stepCall = nil
+        case .transportOpened, .frameBinary: if direction != .outbound { stepCall = nil }
+        default: break
+        }
     }
 
     /// Ends the trace: an RPC whose socket ended (and that nothing else ended) ends there, the rest stay

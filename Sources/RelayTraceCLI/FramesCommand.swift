@@ -33,7 +33,7 @@ enum FramesCommand {
             OptionSpec(long: "follow", valueName: "id", help: "Tell one RPC's story (a request id, or a call id): the call input, the request, its timers, responses or failure, the socket's end and callCompleted, with the time since it started."),
             OptionSpec(long: "since", valueName: "time", help: "Only records at or after this time (seconds or 1m30s, 250ms)."),
             OptionSpec(long: "until", valueName: "time", help: "Only records at or before this time."),
-            OptionSpec(long: "grep", valueName: "text", help: "Only records whose payload or summary contains this text."),
+            OptionSpec(long: "grep", valueName: "text", help: "Only records whose payload contains this text (PTC1 frames: their terminal data)."),
             OptionSpec(long: "channel", valueName: "channel", help: "Only this channel.", allowed: ["relay", "watch"]),
             OptionSpec(long: "color", valueName: "when", help: "Colour the table: auto (on a terminal), always or never; NO_COLOR always wins.", allowed: ["auto", "always", "never"], defaultValue: "auto"),
             OptionSpec(long: "salvage", help: "Skip damaged chunks (reporting each on stderr) instead of stopping at the first."),
@@ -84,35 +84,26 @@ enum FramesCommand {
         let name = path == "-" ? "stdin" : path
         if let id = args.value("follow") { return follow(id, reader, f, format: format, color: color, file: name, ctx) }
         let hits = FilterHits()
-        var correlator = RpcCorrelator()
+        // Rendered where the record is built (on the scan's worker threads); written here in order.
+        let render: @Sendable (InspectedRecord) -> [UInt8] = { rec in
+            hits.note(rec)
+            switch format {
+            case "table": return Array((tableLine(rec, color: color) + "\n").utf8)
+            case "json": return rec.jsonLine.serialized()
+            case "raw": return rec.record.payload + [0x0A]
+            default: return rec.jsonLine.serialized() + [0x0A]
+            }
+        }
         var first = true
         if format == "json" { ctx.stdout.write("[") }
         if format == "table" { ctx.stdout.line(tableHeader(color: color)) }
-        var failure: TraceError?
-        do {
-            while let e = try reader.next() {
-                var rec = InspectedRecord(e)
-                correlator.correlate(&rec)
-                guard f.matches(rec) else { continue }
-                hits.note(rec)
-                switch format {
-                case "table": ctx.stdout.line(tableLine(rec, color: color))
-                case "json":
-                    ctx.stdout.write(first ? "\n" : ",\n")
-                    ctx.stdout.write(bytes: rec.jsonLine.serialized())
-                case "raw":
-                    ctx.stdout.write(bytes: rec.record.payload)
-                    ctx.stdout.write("\n")
-                default:
-                    ctx.stdout.write(bytes: rec.jsonLine.serialized())
-                    ctx.stdout.write("\n")
-                }
-                first = false
-                if ctx.stdout.isBroken { return .success }  // `| head` went away: stop quietly
-            }
-        } catch {
-            failure = error
+        let (failure, problems) = RelayTraceCommand.listFrames(reader, f, render: render) { _, bytes in
+            if format == "json" { ctx.stdout.write(first ? "\n" : ",\n") }
+            ctx.stdout.write(bytes: bytes)
+            first = false
+            return !ctx.stdout.isBroken  // `| head` went away: stop quietly
         }
+        if ctx.stdout.isBroken { return .success }
         if format == "json" { ctx.stdout.write(first ? "]\n" : "\n]\n") }
         ctx.stdout.flush()
         let cutEnd = noteIfIncomplete(reader, path: name, error: failure, ctx)
@@ -120,7 +111,7 @@ enum FramesCommand {
             ctx.stderr.line("Error: \(name): \(failure.description)")
             return RelayTraceCommand.exitCode(for: failure)
         }
-        for p in reader.problems { ctx.stderr.line("warning: skipped: \(p.description)") }
+        for p in problems { ctx.stderr.line("warning: skipped: \(p.description)") }
         for w in hits.warnings(f, file: name) { ctx.stderr.line(w) }
         return .success
     }

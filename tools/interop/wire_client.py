@@ -74,7 +74,7 @@ class Script:
         self.device_id = (args.device_id or str(uuid.uuid4())).lower()
         self.desktop_id = args.desktop_id
         self.user = args.user
-        self.binding = f"binding-{self.device_id}"
+        self.binding = self.device_id  # SPEC A4: X-Token-Binding is the device ID
         self.ssl = None
         if self.url.startswith("wss:"):
             self.ssl = ssl.create_default_context(cafile=args.ca_file) if args.ca_file else ssl.create_default_context()
