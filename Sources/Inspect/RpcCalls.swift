@@ -190,7 +190,8 @@ public struct RpcCallTracker: Sendable {
             if r.direction == .inbound || r.kind == .transportFailed { stepCall = nil }
             guard let g = r.generation else { break }
             let what = "socket g\(g) " + rec.summary
-            for (id, var o) in open where o.call.generation == g && o.socketEnd == nil {
+            // In the order they were sent (a dictionary's order is not the same from one run to the next).
+            for (id, var o) in open.sorted(by: { $0.value.order < $1.value.order }) where o.call.generation == g && o.socketEnd == nil {
                 if recordsActions {
                     // A machine trace says itself when the call ends (callCompleted, rpcTimeout).
                     o.socketEnd = (r.time, rec.number, what)
