@@ -142,6 +142,11 @@ public enum ClientRecordCodec {
 
     // MARK: JSON forms
 
+    /// The `timer` name of every timer ``timerJSON(_:)`` writes (what `replay --break timer=NAME` takes).
+    public static let timerNames = ["handshake", "heartbeat", "watchdog", "reRegister", "sendRetry", "rpcTimeout", "reconnect",
+                                    "epochDeadline", "probe", "foregroundRecovery", "auth.poll", "auth.refresh",
+                                    "interest.renewal", "interest.retry"]
+
     /// The JSON of a timer ID, e.g. `{"timer":"heartbeat","gen":3}`.
     public static func timerJSON(_ id: TimerID) -> JSONValue {
         switch id {

@@ -359,7 +359,7 @@ public struct DevRelay: Sendable {
         case .link(let l):
             linkMessage(c, conn, l)
         case .terminalBound, .registered, .resumed, .error, .legacy, .unknown:
-            sendError(c, .unknownMessageType, "unknown message type \"\(type)\" from a client; see PROTOCOL.md §3")
+            sendError(c, .unknownMessageType, "unknown message type \"\(type)\" from a client; see docs/PROTOCOL.md §3")
         }
     }
 

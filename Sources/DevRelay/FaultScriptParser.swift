@@ -167,6 +167,7 @@ struct LineParser {
             }
             if let p = triggerArgs.positional.first { throw error(p, "unexpected \"\(p.text)\" in the trigger; write key=value") }
             let peer = try peerValue(triggerArgs)
+            try checkNames(triggerArgs, type: type)
             timing = .on(FrameMatch(direction: .fromClient, peer: peer, messageType: type.text,
                                     method: triggerArgs.values["method"]?.value, eventType: triggerArgs.values["event"]?.value))
         default:
@@ -206,6 +207,34 @@ struct LineParser {
         case "desktop": return .desktop
         case "any": return nil
         default: throw error(p.token, "peer=\(p.value) is not mobile, desktop or any")
+        }
+    }
+
+    /// Checks the names a frame match gives (`type=`, `method=`, `event=`, and the message type of an
+    /// `on` trigger) against the protocol's vocabulary, so a misspelt or misplaced one is an error with a
+    /// suggestion instead of a fault that matches nothing: `type=chat:timeline-interest` is an event type
+    /// (use `event=`).
+    func checkNames(_ args: Arguments, type typeToken: FaultScript.Token? = nil) throws(FaultScriptError) {
+        let vocabularies: [(key: String, what: String, names: [String])] = [
+            ("type", "a message type", KnownNames.messageTypes + ["binary"]),
+            ("method", "an RPC method of the catalogue", KnownNames.methods),
+            ("event", "an event type", KnownNames.eventTypes),
+        ]
+        var given: [(key: String, value: String, token: FaultScript.Token, trigger: Bool)] = []
+        if let t = typeToken { given.append(("type", t.text, t, true)) }
+        for v in vocabularies {
+            if let entry = args.values[v.key] { given.append((v.key, entry.value, entry.token, false)) }
+        }
+        for g in given {
+            guard let v = vocabularies.first(where: { $0.key == g.key }), !v.names.contains(g.value) else { continue }
+            let shown = g.trigger ? "'on \(g.value)'" : "\(g.key)=\(g.value)"
+            var message = "\(shown): \"\(g.value)\" is not \(v.what), so it would match nothing"
+            if let other = vocabularies.first(where: { $0.key != g.key && $0.names.contains(g.value) }) {
+                message += "; it is \(other.what): write \(other.key)=\(g.value)"
+            } else if let s = KnownNames.suggestion(for: g.value, among: v.names) {
+                message += "; did you mean '\(s)'?"
+            }
+            throw error(g.token, message)
         }
     }
 
@@ -257,6 +286,7 @@ struct LineParser {
                     : "drop to-client|from-client [type=T] [method=M] [event=E] [peer=mobile|desktop|any] [count=N]"
                 try only(args, keys: isDelay ? ["by", "type", "method", "event", "peer", "count"] : ["type", "method", "event", "peer", "count"],
                          positional: 1, verb: verb, usage: usage)
+                try checkNames(args)
                 let dirToken = args.positional[0]
                 guard let direction = FrameDirection(rawValue: dirToken.text) else {
                     throw error(dirToken, "\"\(dirToken.text)\" is not to-client or from-client")
@@ -318,6 +348,7 @@ struct LineParser {
             case "ignore":
                 try only(args, keys: ["method", "count"], positional: 0, verb: verb, usage: "ignore method=NAME [count=N]")
                 guard let m = args.values["method"], !m.value.isEmpty else { throw error(verb, "ignore needs method=NAME") }
+                try checkNames(args)
                 return .desktop(DesktopFault(.ignore(method: m.value), count: try count(args), until: until))
             case "disconnect":
                 try only(args, keys: ["code"], positional: 0, verb: verb, usage: "disconnect [code=N]")

@@ -67,11 +67,14 @@ public func rfc3339(unixNanoseconds ns: Int64) -> String {
     return "\(p(y, 4))-\(p(m, 2))-\(p(d, 2))T\(p(rem / 3600, 2)):\(p(rem / 60 % 60, 2)):\(p(rem % 60, 2)).\(p(Int(ms), 3))Z"
 }
 
-/// Writes a pcapng file (little-endian) of a trace's WebSocket messages: one interface per transport
-/// generation (`gen<N>`, link type 252 `WIRESHARK_UPPER_PDU`, nanosecond timestamps), one Enhanced
-/// Packet Block per message holding Wireshark exported-PDU tags (dissector `websocket`, IPv4 addresses
-/// and TCP ports: the client 10.0.0.2, the relay 10.0.0.1:443) and the message as one unmasked
-/// WebSocket frame; a socket close becomes a Close frame. Blocks go to `emit` as they are made.
+/// Writes a pcapng file (little-endian) of a trace's sockets: one interface per transport generation
+/// (`gen<N>`, link type 252 `WIRESHARK_UPPER_PDU`, nanosecond timestamps), one Enhanced Packet Block per
+/// packet holding Wireshark exported-PDU tags (IPv4 addresses and TCP ports: the client 10.0.0.2:40000+N,
+/// the relay 10.0.0.1:443) and the packet: the upgrade request and its answer (101, or the refusal with
+/// its status) for the `http` dissector; each message as one unmasked WebSocket frame and a socket close
+/// as a Close frame for the `websocket` dissector; a connection that failed without an HTTP answer as a
+/// TCP SYN and RST (an IPv4 packet for the `ip` dissector) whose packet comment holds the failure. Every
+/// packet's comment names its record. Blocks go to `emit` as they are made; ``finish()`` ends the file.
 public struct PcapngExporter {
     /// `LINKTYPE_WIRESHARK_UPPER_PDU`.
     public static let linkType: UInt16 = 252
@@ -144,8 +147,9 @@ public struct PcapngExporter {
         return f + payload
     }
 
-    /// The exported-PDU tags for a message in `direction` on generation `g`.
-    static func exportedPDUHeader(generation g: UInt64, outbound: Bool) -> [UInt8] {
+    /// The exported-PDU tags for a message in `direction` on generation `g`, for `dissector`
+    /// (`websocket`, `http`, or `ip` for a whole IPv4 packet).
+    static func exportedPDUHeader(generation g: UInt64, outbound: Bool, dissector: String = "websocket") -> [UInt8] {
         var b: [UInt8] = []
         func tag(_ t: UInt16, _ v: [UInt8]) {
             var value = v
@@ -154,44 +158,89 @@ public struct PcapngExporter {
             b.be16(UInt16(value.count))
             b += value
         }
-        let client: [UInt8] = [10, 0, 0, 2]
-        let relay: [UInt8] = [10, 0, 0, 1]
-        let clientPort = UInt32(40000 + g % 20000)
-        tag(12, Array("websocket".utf8))
-        tag(20, outbound ? client : relay)
-        tag(21, outbound ? relay : client)
+        let clientPort = Self.clientPort(g)
+        tag(12, Array(dissector.utf8))
+        tag(20, outbound ? Self.clientAddress : Self.relayAddress)
+        tag(21, outbound ? Self.relayAddress : Self.clientAddress)
         tag(24, [0, 0, 0, 2])  // TCP
-        tag(25, be32(outbound ? clientPort : 443))
-        tag(26, be32(outbound ? 443 : clientPort))
+        tag(25, be32(outbound ? UInt32(clientPort) : 443))
+        tag(26, be32(outbound ? 443 : UInt32(clientPort)))
         b.be16(0)
         b.be16(0)
         return b
     }
 
-    /// Adds a record: text and binary frames, pings, pongs (wire traces) and socket closes become packets;
-    /// other records are skipped.
+    static let clientAddress: [UInt8] = [10, 0, 0, 2]
+    static let relayAddress: [UInt8] = [10, 0, 0, 1]
+    static func clientPort(_ g: UInt64) -> UInt16 { UInt16(40000 + g % 20000) }
+
+    /// The sockets whose upgrade request is held until the trace says how the upgrade went (a request
+    /// that never reached a relay is not drawn as one): generation -> (record, time, request bytes).
+    private var opening: [UInt64: (record: UInt64, time: Moment, request: [UInt8])] = [:]
+
+    /// Adds a record: the upgrade request and its answer (HTTP), text and binary frames, pings, pongs
+    /// (wire traces) and socket closes (WebSocket), and a connection that failed (a TCP SYN and RST, the failure in the packet comment)
+    /// become packets; other records are skipped.
     public mutating func add(_ rec: InspectedRecord) {
         let r = rec.record
-        guard let g = r.generation else { return }
-        let frame: [UInt8]
-        var outbound = r.direction == .outbound
+        guard let g = r.generation, r.channel == .relay else { return }
         switch r.kind {
-        case .frameText: frame = Self.websocketFrame(opcode: 1, payload: r.payload)
-        case .frameBinary: frame = Self.websocketFrame(opcode: 2, payload: r.payload)
-        case .ping: frame = Self.websocketFrame(opcode: 9, payload: Array(r.payload.prefix(125)))
-        case .pong: frame = Self.websocketFrame(opcode: 10, payload: Array(r.payload.prefix(125)))
+        case .transportOpen:
+            if let held = opening.removeValue(forKey: g) { unanswered(g, held) }
+            opening[g] = (rec.number, r.time, Self.upgradeRequest(rec.json))
+        case .transportOpened:
+            if let held = opening.removeValue(forKey: g) {
+                packet(g, outbound: true, dissector: "http", held.request, at: held.time, comment: "record \(held.record)")
+            }
+            packet(g, outbound: false, dissector: "http", Self.upgradeResponse(rec.json), at: r.time, comment: "record \(rec.number)")
+        case .transportFailed:
+            let error = rec.json?["error"]?.stringValue ?? "transport failed"
+            let held = opening.removeValue(forKey: g)
+            if let status = rec.json?["status"]?.intValue, (100...599).contains(status) {
+                // A refused upgrade: the request and the relay's HTTP answer.
+                if let held { packet(g, outbound: true, dissector: "http", held.request, at: held.time, comment: "record \(held.record)") }
+                packet(g, outbound: false, dissector: "http", Self.refusal(status: Int(status), body: error), at: r.time, comment: "record \(rec.number): refused \(status)")
+            } else {
+                // The connection failed (refused, TLS, reset, DNS...): what tshark can show of it is a
+                // connection attempt and its reset; the failure itself is in the comment.
+                if let held { packet(g, outbound: true, dissector: "ip", Self.tcp(g, outbound: true, flags: 0x02), at: held.time, comment: "record \(held.record): connection attempt") }
+                packet(g, outbound: false, dissector: "ip", Self.tcp(g, outbound: false, flags: 0x14), at: r.time, comment: "record \(rec.number): transportFailed: \(error)")
+            }
+        case .frameText:
+            packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 1, payload: r.payload), at: r.time, comment: "record \(rec.number)")
+        case .frameBinary:
+            packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 2, payload: r.payload), at: r.time, comment: "record \(rec.number)")
+        case .ping:
+            packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 9, payload: Array(r.payload.prefix(125))), at: r.time, comment: "record \(rec.number)")
+        case .pong:
+            packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 10, payload: Array(r.payload.prefix(125))), at: r.time, comment: "record \(rec.number)")
         case .transportClosed:
+            if let held = opening.removeValue(forKey: g) { unanswered(g, held) }
             var p: [UInt8] = []
             if let c = rec.json?["code"]?.intValue, (1000...4999).contains(c) {
                 p = [UInt8(c >> 8), UInt8(c & 0xFF)] + Array((rec.json?["reason"]?.stringValue ?? "").utf8.prefix(123))
             }
-            frame = Self.websocketFrame(opcode: 8, payload: p)
-            outbound = r.direction == .outbound
-        default: return
+            packet(g, outbound: r.direction == .outbound, dissector: "websocket", Self.websocketFrame(opcode: 8, payload: p), at: r.time, comment: "record \(rec.number)")
+        default:
+            return
         }
+    }
+
+    /// Ends the export: a socket still opening when the trace ended shows as a connection attempt.
+    public mutating func finish() {
+        for (g, held) in opening.sorted(by: { $0.key < $1.key }) { unanswered(g, held) }
+        opening = [:]
+    }
+
+    private mutating func unanswered(_ g: UInt64, _ held: (record: UInt64, time: Moment, request: [UInt8])) {
+        packet(g, outbound: true, dissector: "ip", Self.tcp(g, outbound: true, flags: 0x02), at: held.time,
+               comment: "record \(held.record): connection attempt with no answer in the trace")
+    }
+
+    private mutating func packet(_ g: UInt64, outbound: Bool, dissector: String, _ payload: [UInt8], at time: Moment, comment: String) {
         let id = interface(g)
-        let data = Self.exportedPDUHeader(generation: g, outbound: outbound) + frame
-        let ts = UInt64(bitPattern: startNs &+ r.time.nanoseconds)
+        let data = Self.exportedPDUHeader(generation: g, outbound: outbound, dissector: dissector) + payload
+        let ts = UInt64(bitPattern: startNs &+ time.nanoseconds)
         var body: [UInt8] = []
         body.le32(id)
         body.le32(UInt32(ts >> 32))
@@ -200,10 +249,89 @@ public struct PcapngExporter {
         body.le32(UInt32(data.count))
         body += data
         while body.count % 4 != 0 { body.append(0) }
-        Self.option(&body, 1, Array("record \(rec.number)".utf8))  // opt_comment
+        Self.option(&body, 1, Array(comment.utf8))  // opt_comment
         Self.option(&body, 0, [])
         emit(Self.block(6, body))
         packets += 1
+    }
+
+    /// The upgrade request of a `transportOpen` (`{url, headers, headerOrder}`) as HTTP/1.1: `GET` with
+    /// the URL's path (a wire trace records the request target itself), the recorded headers in their
+    /// order, and `Host`, `Upgrade: websocket`, `Connection: Upgrade` when the trace does not hold them
+    /// (a client's own trace records the headers it set, not those its WebSocket library adds).
+    static func upgradeRequest(_ json: JSONValue?) -> [UInt8] {
+        let url = json?["url"]?.stringValue ?? "/ws/device-link"
+        var host: String?
+        var target = url
+        if let scheme = url.firstRange(of: "://") {
+            let rest = url[scheme.upperBound...]
+            let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+            host = String(rest[..<slash])
+            target = slash == rest.endIndex ? "/" : String(rest[slash...])
+        }
+        let headers = headerLines(json)
+        var lines = ["GET \(target) HTTP/1.1"]
+        func has(_ name: String) -> Bool { headers.contains { $0.name.lowercased() == name.lowercased() } }
+        if !has("host"), let host { lines.append("Host: \(host)") }
+        lines += headers.map { "\($0.name): \($0.value)" }
+        if !has("upgrade") { lines.append("Upgrade: websocket") }
+        if !has("connection") { lines.append("Connection: Upgrade") }
+        return Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
+    }
+
+    /// The `101 Switching Protocols` of a `transportOpened` (its recorded status and headers in a wire
+    /// trace; `Upgrade`/`Connection` otherwise).
+    static func upgradeResponse(_ json: JSONValue?) -> [UInt8] {
+        let status = json?["status"]?.intValue.map(Int.init) ?? 101
+        var headers = headerLines(json).map { "\($0.name): \($0.value)" }
+        if headers.isEmpty { headers = ["Upgrade: websocket", "Connection: Upgrade"] }
+        let text = HARExporter.statusTexts[status] ?? ""
+        return Array((["HTTP/1.1 \(status) \(text)"] + headers).joined(separator: "\r\n").utf8 + Array("\r\n\r\n".utf8))
+    }
+
+    /// A refused upgrade: its status and the reason as the body.
+    static func refusal(status: Int, body: String) -> [UInt8] {
+        let b = Array(body.utf8)
+        let head = "HTTP/1.1 \(status) \(HARExporter.statusTexts[status] ?? "")\r\nContent-Type: text/plain\r\nContent-Length: \(b.count)\r\n\r\n"
+        return Array(head.utf8) + b
+    }
+
+    /// `{headers: {name: value}, headerOrder}` as name/value pairs in the recorded order.
+    static func headerLines(_ json: JSONValue?) -> [(name: String, value: String)] {
+        guard case .object(let o)? = json?["headers"] else { return [] }
+        var names = (json?["headerOrder"]?.arrayValue ?? []).compactMap(\.stringValue).filter { o[$0] != nil }
+        names += o.keys.filter { !names.contains($0) }.sorted()
+        return names.map { n in (n, o[n]?.stringValue ?? o[n]?.jsonText ?? "") }
+    }
+
+    /// An IPv4 packet holding a bare TCP segment between the client and the relay on generation `g`
+    /// (`flags`: 0x02 SYN, 0x14 RST+ACK), for the `ip` dissector.
+    static func tcp(_ g: UInt64, outbound: Bool, flags: UInt8) -> [UInt8] {
+        let clientPort = clientPort(g)
+        var t: [UInt8] = []
+        t.be16(outbound ? clientPort : 443)
+        t.be16(outbound ? 443 : clientPort)
+        t += be32(0)  // sequence
+        t += be32(flags & 0x10 != 0 ? 1 : 0)  // acknowledgement
+        t += [0x50, flags]  // header length 20, flags
+        t.be16(65535)  // window
+        t.be16(0)  // checksum (not computed; tshark does not check it by default)
+        t.be16(0)  // urgent pointer
+        var ip: [UInt8] = [0x45, 0]
+        ip.be16(UInt16(20 + t.count))
+        ip.be16(UInt16(truncatingIfNeeded: g))  // identification
+        ip.be16(0x4000)  // don't fragment
+        ip += [64, 6]  // TTL, TCP
+        ip.be16(0)
+        ip += outbound ? clientAddress : relayAddress
+        ip += outbound ? relayAddress : clientAddress
+        var sum: UInt32 = 0
+        for k in stride(from: 0, to: 20, by: 2) { sum += UInt32(ip[k]) << 8 | UInt32(ip[k + 1]) }
+        while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
+        let check = ~UInt16(sum)
+        ip[10] = UInt8(check >> 8)
+        ip[11] = UInt8(check & 0xFF)
+        return ip + t
     }
 }
 
@@ -403,16 +531,18 @@ public func base64(_ bytes: [UInt8]) -> String {
 
 /// Streams a Chrome trace-event JSON document (`{"traceEvents":[...]}`, loadable by chrome://tracing and
 /// Perfetto): process "relaytrace", one thread (track) per generation named `gen N` with a `B`/`E`
-/// slice for the socket's life, `X` slices for RPCs (request to response), instant events for other
-/// frames; a `leases` track with async `b`/`e` spans per lease; a `client` track with instants for
-/// timers, inputs and actions. Times in microseconds since the trace start.
+/// slice for the socket's life, `X` slices for every RPC on the generation it went out on, from its
+/// request to where it ended (``RpcCallTracker``: its response, the client's failure of the call, its
+/// socket's end, or the end of the trace while still pending; `args.outcome` says which), instant events
+/// for other frames; a `leases` track with async `b`/`e` spans per lease; a `client` track with instants
+/// for timers, inputs and actions. Times in microseconds since the trace start.
 public struct ChromeTraceExporter {
     private let emit: ([UInt8]) -> Void
     private var first = true
     private var named = Set<UInt64>()
     private var liveGens = Set<UInt64>()
     private var openLeases: [String: Moment] = [:]
-    private var requests: [String: (time: Moment, method: String, tid: UInt64)] = [:]
+    private var calls = RpcCallTracker()
     private var last: Moment = .zero
     static let leasesTid: UInt64 = 1_000_000
     static let clientTid: UInt64 = 1_000_001
@@ -438,11 +568,33 @@ public struct ChromeTraceExporter {
 
     static func us(_ t: Moment) -> JSONValue { .double(Double(t.nanoseconds) / 1000) }
 
+    /// The `X` slice of an RPC, from its request to its end (or `last` while pending).
+    private mutating func slice(_ call: RpcCall, response: String?) {
+        guard let g = call.generation else { return }
+        let end = call.ended ?? last
+        var args: [String: JSONValue] = ["id": .string(call.requestId), "outcome": .string(call.why)]
+        if let response { args["response"] = .string(response) }
+        if let c = call.callId { args["callId"] = .int(c) }
+        event(["ph": "X", "pid": 1, "tid": .int(Int64(g)), "ts": Self.us(call.sent),
+               "dur": .double(Double((end - call.sent).nanoseconds) / 1000), "name": .string(call.method ?? "?"), "cat": "rpc",
+               "args": .object(args)])
+    }
+
     /// Adds a record.
     public mutating func add(_ rec: InspectedRecord) {
         let r = rec.record
         last = Swift.max(last, r.time)
         let ts = Self.us(r.time)
+        var isRPC = false  // the record is drawn as its RPC's slice
+        for e in calls.add(rec) {
+            switch e {
+            case .started: isRPC = true
+            case .ended(let call):
+                let byResponse = call.endRecord == rec.number && rec.type == "rpc.response"
+                if byResponse { isRPC = true }
+                slice(call, response: byResponse ? rec.summary : nil)
+            }
+        }
         if let g = r.generation, r.channel == .relay {
             if !named.contains(g) {
                 named.insert(g)
@@ -460,17 +612,7 @@ public struct ChromeTraceExporter {
                 event(["ph": "i", "s": "t", "pid": 1, "tid": tid, "ts": ts, "name": .string(r.kind.name), "cat": "socket", "args": rec.json ?? .null])
                 if liveGens.remove(g) != nil { event(["ph": "E", "pid": 1, "tid": tid, "ts": ts]) }
             case .frameText, .frameBinary:
-                if rec.type == "rpc.request", let id = rec.rpcId {
-                    requests[id] = (r.time, rec.method ?? "?", g)
-                } else if rec.type == "rpc.response", let id = rec.rpcId, let req = requests[id] {
-                    let partial = (rec.json?["isFinal"] ?? rec.json?["payload"]?["isFinal"])?.boolValue == false
-                    if !partial {
-                        requests[id] = nil
-                        event(["ph": "X", "pid": 1, "tid": .int(Int64(req.tid)), "ts": Self.us(req.time),
-                               "dur": .double(Double((r.time - req.time).nanoseconds) / 1000), "name": .string(req.method), "cat": "rpc",
-                               "args": ["id": .string(id), "response": .string(rec.summary)]])
-                    }
-                } else {
+                if !isRPC {
                     event(["ph": "i", "s": "t", "pid": 1, "tid": tid, "ts": ts, "name": .string(rec.type ?? (rec.terminal != nil ? "PTC1" : r.kind.name)),
                            "cat": "frame", "args": ["dir": .string(r.direction?.description ?? "-"), "summary": .string(rec.summary)]])
                 }
@@ -501,8 +643,10 @@ public struct ChromeTraceExporter {
         }
     }
 
-    /// Closes open spans at the last record time and ends the document.
+    /// Closes open spans at the last record time and ends the document: an RPC whose socket ended without
+    /// anything else ending it gets its slice to that end, one still pending to the last record.
     public mutating func finish() {
+        for call in calls.finish() { slice(call, response: nil) }
         let ts = Self.us(last)
         for g in liveGens.sorted() { event(["ph": "E", "pid": 1, "tid": .int(Int64(g)), "ts": ts]) }
         for key in openLeases.keys.sorted() {

@@ -24,7 +24,8 @@ public struct FrameFilter: Sendable, Hashable {
     public var events: Set<String>?
     /// RPC methods; matches requests and the responses correlated with them.
     public var methods: Set<String>?
-    /// RPC ids.
+    /// RPC ids: the requests and responses with these ids, and the client's records naming them (their
+    /// `rpcTimeout` timers, a `call` input given the id).
     public var rpcIds: Set<String>?
     /// Records at or after this time.
     public var since: Moment?
@@ -58,7 +59,7 @@ public struct FrameFilter: Sendable, Hashable {
             guard let m = rec.method, methods.contains(m) else { return false }
         }
         if let rpcIds {
-            guard let id = rec.rpcId, rpcIds.contains(id) else { return false }
+            guard let id = rec.rpcId ?? rec.namedRequestId, rpcIds.contains(id) else { return false }
         }
         if let grep, !grep.isEmpty {
             let hay = rec.terminal.map { String(decoding: $0.data, as: UTF8.self) } ?? r.payloadText
@@ -107,10 +108,20 @@ public struct FrameFilter: Sendable, Hashable {
             let byKind = s.hasKind { types.contains(RecordKind(rawValue: $0).name) }
             if !byKind && !s.mayHaveMessageType(where: { types.contains($0) }) { return false }
         }
-        if events != nil || rpcIds != nil || methods != nil {
+        if events != nil || methods != nil {
             if !s.hasKind(where: { $0 == RecordKind.frameText.rawValue }) { return false }
         }
+        if rpcIds != nil {
+            // RPC frames, and the client's records naming a request (``InspectedRecord/namedRequestId``).
+            if !s.hasKind(where: { FrameFilter.mayNameRequest(RecordKind(rawValue: $0)) }) { return false }
+        }
         return true
+    }
+
+    /// Whether a record of this kind may carry or name an RPC id: a text frame, or a client record that
+    /// ``InspectedRecord/namedRequestId`` reads (an input, an action, a fired timer).
+    static func mayNameRequest(_ kind: RecordKind) -> Bool {
+        kind == .frameText || kind == .input || kind == .action || kind == .timerFired
     }
 
     /// Whether a chunk may hold a record that changes RPC correlation (from its summary: a text frame whose
@@ -241,8 +252,8 @@ public struct FrameByteTest: Sendable {
             if plain, !FrameFilter.containsAnyString(events, in: v.payload) { return false }
         }
         if f.rpcIds != nil {
-            guard isText else { return false }
-            if plain, !FrameFilter.containsAnyString(rpcIds, in: v.payload) { return false }
+            guard FrameFilter.mayNameRequest(v.kind) else { return false }
+            if isText ? plain : FrameFilter.plainJSON(v.payload), !FrameFilter.containsAnyString(rpcIds, in: v.payload) { return false }
         }
         if f.methods != nil {
             guard isText else { return false }

@@ -106,6 +106,19 @@ public struct InspectedRecord: Sendable {
     /// The name of an `input` or `action` record's JSON (`{"input": name}` / `{"action": name}`).
     public var inputOrActionName: String? { (json?["action"] ?? json?["input"])?.stringValue }
 
+    /// The RPC request id a client record names: an `rpcTimeout` timer armed, cancelled or fired, or a
+    /// `call` input given its request id. Nil for other records (an RPC frame's own id is ``rpcId``).
+    public var namedRequestId: String? {
+        switch record.kind {
+        case .timerFired: return json?["timer"]?.stringValue == "rpcTimeout" ? json?["requestId"]?.stringValue : nil
+        case .action:
+            guard let t = json?["timer"], t["timer"]?.stringValue == "rpcTimeout" else { return nil }
+            return t["requestId"]?.stringValue
+        case .input: return inputOrActionName == "call" ? json?["requestId"]?.stringValue : nil
+        default: return nil
+        }
+    }
+
     /// One line naming the record's content: method and id for RPCs, status for device events, lease
     /// session for interest, session and size for PTC1, the compact JSON for other records.
     public var summary: String {
@@ -158,8 +171,23 @@ public struct InspectedRecord: Sendable {
         default:
             break
         }
-        let text = json?.jsonText ?? r.payloadText
+        let text = json.map { Self.readableTimes($0).jsonText } ?? r.payloadText
         return text.count > 160 ? String(text.prefix(160)) + "..." : text
+    }
+
+    /// `j` with every `deadline` member (nanoseconds on the trace's clock) written as a time,
+    /// `"at 118.000s"`, for summaries a person reads (the record's JSON keeps the number).
+    static func readableTimes(_ j: JSONValue) -> JSONValue {
+        switch j {
+        case .object(let o):
+            var n: [String: JSONValue] = [:]
+            for (k, v) in o {
+                if k == "deadline", let ns = v.intValue { n[k] = .string("at \(Moment(nanoseconds: ns))") } else { n[k] = readableTimes(v) }
+            }
+            return .object(n)
+        case .array(let a): return .array(a.map(readableTimes))
+        default: return j
+        }
     }
 
     /// A ping or pong's application data: as text when it is printable UTF-8, otherwise hex.

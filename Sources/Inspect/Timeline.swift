@@ -19,7 +19,8 @@ public struct TimelineMark: Sendable, Hashable {
         case rpc
         /// An RPC answered with an error.
         case rpcError
-        /// An RPC never answered (span to the end of the trace).
+        /// An RPC never answered: its span ends where it failed (the client's `callCompleted` or its
+        /// timeout; in a wire trace its socket's end), or at the end of the trace while still pending.
         case rpcUnanswered
         /// Any other frame.
         case frame
@@ -31,7 +32,8 @@ public struct TimelineMark: Sendable, Hashable {
         case leaseRenew
         /// A lease release (inactive interest).
         case leaseRelease
-        /// A recovery epoch (to `end`, its deadline or the next epoch).
+        /// A recovery epoch: a band from its opening to its end (the desktop answered or was shown
+        /// offline, the next epoch, its deadline, or the end of the trace).
         case epoch
         /// A timer, from armed to its deadline (or to when it fired or was cancelled).
         case timer
@@ -131,7 +133,7 @@ public struct Timeline: Sendable {
     public private(set) var end: Moment?
 
     private var laneIndex: [String: Int] = [:]
-    private var correlator = RpcCorrelator()
+    private var calls = RpcCallTracker()
     private var openRPCs: [String: (lane: Int, mark: Int)] = [:]
     private var live: [UInt64: Moment] = [:]
     private var registration: [UInt64: (sent: Moment, record: UInt64)] = [:]
@@ -172,12 +174,20 @@ public struct Timeline: Sendable {
     }
 
     /// Adds one record.
-    public mutating func add(_ input: InspectedRecord) {
-        var rec = input
+    public mutating func add(_ rec: InspectedRecord) {
         let r = rec.record
         start = min(start ?? r.time, r.time)
         end = max(end ?? r.time, r.time)
-        if rec.type == "rpc.response" { correlator.correlate(&rec) }
+        var endedByThis = false
+        for event in calls.add(rec) {
+            switch event {
+            case .started(let call):
+                if let g = call.generation, r.channel == .relay, let m = mark("g\(g)", .rpcUnanswered, rec) { openRPCs[call.requestId] = (lane("g\(g)"), m) }
+            case .ended(let call):
+                endedByThis = endedByThis || call.endRecord == rec.number && rec.type == "rpc.response"
+                finishSpan(call, rec.summary)
+            }
+        }
         if let g = r.generation, r.channel == .relay {
             let name = "g\(g)"
             switch r.kind {
@@ -206,18 +216,9 @@ public struct Timeline: Sendable {
                 case "heartbeat", "ping", "pong":
                     mark(name, .heartbeat, rec)
                 case "rpc.request":
-                    correlator.correlate(&rec)
-                    if let id = rec.rpcId, let m = mark(name, .rpcUnanswered, rec) { openRPCs[id] = (lane(name), m) }
+                    if rec.rpcId == nil { mark(name, .frame, rec) }  // with an id: its span, made above
                 case "rpc.response":
-                    if let id = rec.rpcId, let at = openRPCs[id] {
-                        let isError = !(rec.json?["error"] ?? rec.json?["payload"]?["error"] ?? .null).isNull
-                        lanes[at.lane].marks[at.mark].kind = isError ? .rpcError : .rpc
-                        lanes[at.lane].marks[at.mark].end = r.time
-                        if keepsLabels { lanes[at.lane].marks[at.mark].label += " -> " + rec.summary }
-                        if (rec.json?["isFinal"] ?? rec.json?["payload"]?["isFinal"])?.boolValue != false { openRPCs[id] = nil }
-                    } else {
-                        mark(name, .frame, rec)
-                    }
+                    if !endedByThis { mark(name, .frame, rec) }  // a final response is drawn as its request's span
                 default:
                     mark(name, .frame, rec)
                 }
@@ -261,15 +262,12 @@ public struct Timeline: Sendable {
                 armed.remove(t.jsonText)
                 endTimer(t.jsonText, at: r.time)
             } else if name == "epochOpened" {
-                closeEpoch(at: r.time)
+                closeEpoch(at: r.time, "the next epoch opened")
                 let deadline = rec.json?["deadline"]?.intValue.map { Moment(nanoseconds: $0) }
                 if let m = mark("recovery", .epoch, rec, end: deadline) { openEpoch = (lane("recovery"), m) }
-            } else if name.hasPrefix("epoch") {
-                closeEpoch(at: r.time)
-                mark("recovery", .epoch, rec, end: r.time)
             } else if name == "desktopStatusChanged", let status = rec.json?["status"]?.stringValue, !status.hasPrefix("recovering") {
                 // The epoch ended: the desktop answered (online) or is shown temporarily offline.
-                closeEpoch(at: r.time)
+                closeEpoch(at: r.time, "desktop \(status)")
             }
         default: break
         }
@@ -289,10 +287,42 @@ public struct Timeline: Sendable {
         lanes[at.lane].marks[at.mark].end = min(t, start + TraceStats.leaseExpiry)
     }
 
-    private mutating func closeEpoch(at t: Moment) {
+    /// Ends the open epoch at `t` (or at its deadline, when that came first), saying how it ended.
+    private mutating func closeEpoch(at t: Moment, _ why: String) {
         guard let e = openEpoch else { return }
-        if let end = lanes[e.lane].marks[e.mark].end, end < t {} else { lanes[e.lane].marks[e.mark].end = t }
+        var m = lanes[e.lane].marks[e.mark]
+        let how: String
+        if let deadline = m.end, deadline < t {
+            how = "its deadline passed"
+        } else {
+            m.end = t
+            how = why
+        }
+        if keepsLabels { m.label += "; ended at \(m.end ?? t) (\(Moment(nanoseconds: ((m.end ?? t) - m.time).nanoseconds)) after it opened): \(how)" }
+        lanes[e.lane].marks[e.mark] = m
         openEpoch = nil
+    }
+
+    /// Draws how an RPC ended on its span (made when its request was added).
+    private mutating func finishSpan(_ call: RpcCall, _ summary: String) {
+        guard let at = openRPCs.removeValue(forKey: call.requestId) else { return }
+        var m = lanes[at.lane].marks[at.mark]
+        m.end = call.ended ?? end
+        switch call.outcome {
+        case .answered: m.kind = .rpc
+        case .error: m.kind = .rpcError
+        case .pending, .failed, .socketEnded: m.kind = .rpcUnanswered
+        }
+        if !keepsLabels {
+            // The viewer keeps no labels (it shows the record itself).
+        } else if let ended = call.ended, call.isAnswered {
+            m.label += " -> " + summary + " (after \(Moment(nanoseconds: (ended - call.sent).nanoseconds)))"
+        } else if let ended = call.ended {
+            m.label += " -> \(call.why) at \(ended) (after \(Moment(nanoseconds: (ended - call.sent).nanoseconds)))"
+        } else {
+            m.label += " -> still pending when the trace ended"
+        }
+        lanes[at.lane].marks[at.mark] = m
     }
 
     private mutating func lease(_ rec: InspectedRecord, _ p: JSONValue) {
@@ -316,17 +346,16 @@ public struct Timeline: Sendable {
         lastRenewal[key] = t
     }
 
-    /// Ends the timeline: unanswered RPCs span to the end, registrations still waiting are reported,
-    /// checks sorted by time.
+    /// Ends the timeline: an RPC whose socket ended without anything else ending it spans to that end,
+    /// RPCs still pending span to the end of the trace, registrations still waiting are reported, checks
+    /// sorted by time.
     public mutating func finish() {
         let last = end ?? .zero
-        for (_, at) in openRPCs where lanes[at.lane].marks[at.mark].end == nil {
-            lanes[at.lane].marks[at.mark].end = last
-        }
+        for call in calls.finish() { finishSpan(call, "") }
         openRPCs = [:]
         for key in openLeases.keys.sorted() { endLease(key, at: last) }
         openTimers = [:]
-        closeEpoch(at: last)
+        closeEpoch(at: last, "the trace ended")
         for (g, reg) in registration.sorted(by: { $0.key < $1.key }) {
             check("registrationIncomplete", reg.sent, reg.record, "generation \(g) sent register at \(reg.sent) and never got registered/resumed before the trace ended")
         }
@@ -360,18 +389,31 @@ public struct Timeline: Sendable {
             }
             out += lane.name.padded(10) + "| " + String(row) + "\n"
         }
-        out += "\nlegend: o open, O opened, r register, R registered/resumed, . heartbeat, = rpc span, ! rpc error, ? unanswered, - frame, x closed, X failed, L lease renewed (_ held), l lease released, E recovery epoch (~ its window), t timer armed or fired, w watch-channel event\n"
+        out += "\nlegend: " + Self.asciiLegend + "\n"
         for lane in lanes where lane.name.hasPrefix("g") {
             if let c = lane.marks.last(where: { $0.kind == .close || $0.kind == .fail }) {
                 out += "\(lane.name): \(c.kind == .fail ? "failed" : "closed") at \(c.time): \(c.label)\n"
             }
             if lane.omitted > 0 { out += "\(lane.name): \(lane.omitted) marks omitted\n" }
         }
+        // How each failed RPC and each recovery epoch ended, as drawn (the first few of each).
+        var notes: [String] = []
+        for lane in lanes {
+            for m in lane.marks where m.kind == .rpcUnanswered || m.kind == .rpcError || m.kind == .epoch {
+                notes.append(m.kind == .epoch ? "recovery: epoch at \(m.time): \(m.label)" : "\(lane.name): rpc at \(m.time) (record \(m.record)): \(m.label)")
+            }
+        }
+        let shown = 20
+        for n in notes.prefix(shown) { out += n + "\n" }
+        if notes.count > shown { out += "... \(notes.count - shown) more failed RPCs and epochs (timeline --html shows each)\n" }
         out += "\nchecks:\n"
         if checks.isEmpty { out += "  none: no late lease, no overlapping generations, every registration completed, every fired timer was armed\n" }
         for c in checks { out += "  [\(c.rule)] \(c.time)" + (c.record.map { " record \($0)" } ?? "") + ": \(c.message)\n" }
         return out
     }
+
+    /// The ASCII legend: every glyph, as `ascii` draws it.
+    static let asciiLegend = "o open, O opened, r register, R registered/resumed, . heartbeat, = rpc span (request to response), ! rpc error, ? unanswered (its span ends where the call failed, or at the end while pending), - frame, x closed, X failed, l lease released, E recovery epoch (~ while it lasts, to its end or deadline), L lease renewed (_ held), t timer armed or fired, w watch-channel event"
 
     static func axis(_ a: Moment, _ b: Moment, _ cols: Int) -> String {
         let left = a.description

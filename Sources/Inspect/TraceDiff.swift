@@ -33,7 +33,8 @@ public struct TraceDifference: Sendable, Hashable, CustomStringConvertible {
 /// A is aligned with the k-th of B (generation numbers themselves may differ), records without a
 /// generation form one more stream; within a stream records are compared in order. JSON payloads are
 /// compared as values (key order ignored); redaction placeholders equal each other; members named in
-/// `volatileKeys` are ignored at every depth; times are not compared.
+/// `volatileKeys` are ignored at every depth, `topLevelVolatileKeys` at a payload's top level; times are
+/// compared only with a ``timeTolerance``.
 public struct TraceDiff: Sendable {
     /// Members whose values change from run to run and never count as differences (declared once here;
     /// `diff --ignore` adds more).
@@ -42,11 +43,22 @@ public struct TraceDiff: Sendable {
         "deadline", "wallClock", "time", "ownership", "callId", "claimId", "relaySessionId",
     ]
 
+    /// Members ignored only at the top level of a payload: the relay's `sessionId` of `registered` and
+    /// `resumed` (new every run, like `relaySessionId`), where a nested `sessionId` (the app's chat session
+    /// of a lease) is compared.
+    public static let topLevelVolatileKeys: Set<String> = ["sessionId"]
+
     /// The keys ignored.
     public var ignored: Set<String>
+    /// When set, two aligned records whose times (since their trace's start) differ by more than this
+    /// are a difference (`diff --times`): a changed backoff or timeout shows.
+    public var timeTolerance: Duration?
 
-    /// A diff ignoring `volatileKeys` plus `extra`.
-    public init(ignoring extra: Set<String> = []) { ignored = Self.volatileKeys.union(extra) }
+    /// A diff ignoring `volatileKeys` plus `extra`, comparing times within `timeTolerance` when given.
+    public init(ignoring extra: Set<String> = [], timeTolerance: Duration? = nil) {
+        ignored = Self.volatileKeys.union(extra)
+        self.timeTolerance = timeTolerance
+    }
 
     /// A record reduced to what is compared.
     public struct Item: Sendable, Hashable {
@@ -58,6 +70,8 @@ public struct TraceDiff: Sendable {
         public var json: JSONValue?
         /// The payload for non-JSON records.
         public var bytes: [UInt8]
+        /// The record's time since its trace's start.
+        public var time: Moment = .zero
     }
 
     /// The streams of a trace, keyed `g1`, `g2`... by order of first appearance, and `-`.
@@ -75,8 +89,14 @@ public struct TraceDiff: Sendable {
             }
             let head = "\(r.kind.name) \(r.channel) \(r.direction?.description ?? "-")"
             var json: JSONValue? = nil
-            if r.kind.hasJSONPayload, let j = try? JSONValue(parsing: r.payload) { json = normalise(j) }
-            out[key, default: []].append(Item(record: e.number, head: head, json: json, bytes: json == nil ? r.payload : []))
+            if r.kind.hasJSONPayload, var j = try? JSONValue(parsing: r.payload) {
+                if case .object(var o) = j {
+                    for k in Self.topLevelVolatileKeys { o[k] = nil }
+                    j = .object(o)
+                }
+                json = normalise(j)
+            }
+            out[key, default: []].append(Item(record: e.number, head: head, json: json, bytes: json == nil ? r.payload : [], time: r.time))
         }
         return out
     }
@@ -128,6 +148,11 @@ public struct TraceDiff: Sendable {
                 if x.head != y.head {
                     out.append(TraceDifference(stream: key, position: i, recordA: x.record, recordB: y.record, path: "record", a: show(x), b: show(y)))
                     continue
+                }
+                if let tolerance = timeTolerance, x.time - y.time > tolerance || y.time - x.time > tolerance {
+                    let by = Moment(nanoseconds: (x.time > y.time ? x.time - y.time : y.time - x.time).nanoseconds)
+                    out.append(TraceDifference(stream: key, position: i, recordA: x.record, recordB: y.record, path: "time (\(x.head), apart by \(by))",
+                                               a: x.time.description, b: y.time.description))
                 }
                 if let jx = x.json, let jy = y.json {
                     var diffs: [(String, String, String)] = []

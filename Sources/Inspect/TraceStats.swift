@@ -132,6 +132,20 @@ public struct TraceStats: Sendable {
     private var generationIndex: [UInt64: Int] = [:]
     /// Outbound heartbeat spacing within a generation.
     public private(set) var heartbeats = IntervalSummary()
+    /// Heartbeats sent (outbound `heartbeat` messages).
+    public private(set) var heartbeatsSent: UInt64 = 0
+    /// Pongs received (inbound `pong` messages).
+    public private(set) var pongsReceived: UInt64 = 0
+    /// WebSocket ping and pong control frames (wire traces), both ways.
+    public private(set) var controlFrames: (pings: UInt64, pongs: UInt64) = (0, 0)
+    private var calls = RpcCallTracker()
+    /// The RPCs that got no final response, in the order they were sent, each with why it ended (the
+    /// first `maxUnansweredKept`; ``unansweredCount`` counts them all). Complete after ``finish()``.
+    public private(set) var unanswered: [RpcCall] = []
+    /// How many RPCs got no final response.
+    public private(set) var unansweredCount = 0
+    /// The most unanswered RPCs kept with their story.
+    public static let maxUnansweredKept = 1000
     private var lastHeartbeat: [UInt64: Moment] = [:]
     /// Lease renewals (outbound active `chat:timeline-interest`) per lease session.
     public private(set) var leaseRenewals: [String: UInt64] = [:]
@@ -173,14 +187,29 @@ public struct TraceStats: Sendable {
         kind == .frameText || kind == .transportClosed || kind == .transportFailed
     }
 
+    /// Whether ``add(_:)`` reads more of this record than its header: ``needsPayload(_:)``, and the
+    /// client's records an RPC's end is told by (``RpcCallTracker``: `call` inputs, `rpcTimeout` timers,
+    /// `callCompleted`), found by their bytes (`callId`, `rpcTimeout`). The rest add exactly what
+    /// ``add(header:)`` adds.
+    public static func needsPayload(_ kind: RecordKind, payload: UnsafeRawBufferPointer) -> Bool {
+        if needsPayload(kind) { return true }
+        guard kind == .input || kind == .action || kind == .timerFired else { return false }
+        return callNeedles.contains { ByteSearch.contains($0, in: payload) }
+    }
+
+    static let callNeedles: [[UInt8]] = [Array("callId".utf8), Array("rpcTimeout".utf8)]
+
     /// Adds one record of a kind that needs only its header (not ``needsPayload(_:)``): the same figures
     /// as ``add(_:)`` with the whole record.
     public mutating func add(header h: RecordHeaderFacts) {
         addHeader(h)
+        calls.addHeader(kind: h.kind, direction: h.direction)
         if let g = h.generation, h.channel == .relay { _ = generationSlot(g, h) }
     }
 
     private mutating func addHeader(_ h: RecordHeaderFacts) {
+        if h.kind == .ping { controlFrames.pings += 1 }
+        if h.kind == .pong { controlFrames.pongs += 1 }
         records += 1
         kindCounts[h.kind.rawValue, default: .init()].add(h.bytes)
         firstTime = min(firstTime ?? h.time, h.time)
@@ -205,7 +234,10 @@ public struct TraceStats: Sendable {
             if !partial { rpc[m, default: .init()].latencies.append(l.nanoseconds) }
         }
         if let g = r.generation, r.channel == .relay { updateGeneration(generationSlot(g, h), rec) }
+        for case .ended(let call) in calls.add(rec) where !call.isAnswered { noteUnanswered(call) }
+        if r.kind == .frameText, r.direction == .inbound, rec.type == "pong" { pongsReceived += 1 }
         if r.kind == .frameText, r.direction == .outbound {
+            if rec.type == "heartbeat" { heartbeatsSent += 1 }
             if rec.type == "heartbeat", let g = r.generation {
                 if let last = lastHeartbeat[g] { heartbeats.add((r.time - last).nanoseconds) }
                 lastHeartbeat[g] = r.time
@@ -225,6 +257,16 @@ public struct TraceStats: Sendable {
                 }
             }
         }
+    }
+
+    private mutating func noteUnanswered(_ call: RpcCall) {
+        unansweredCount += 1
+        if unanswered.count < Self.maxUnansweredKept { unanswered.append(call) }
+    }
+
+    /// Ends the statistics: the RPCs still open are unanswered (ended by their socket, or pending).
+    public mutating func finish() {
+        for call in calls.finish() { noteUnanswered(call) }
     }
 
     /// The generation's entry (made on its first record), updated with what the header says.
@@ -298,9 +340,16 @@ public struct TraceStats: Sendable {
             "generations": .array(gens),
             "reconnects": .int(Int64(reconnects)),
             "heartbeatIntervals": heartbeats.json,
+            "heartbeats": ["sent": .int(Int64(heartbeatsSent)), "pongs": .int(Int64(pongsReceived)),
+                           "wsPings": .int(Int64(controlFrames.pings)), "wsPongs": .int(Int64(controlFrames.pongs))],
+            "unanswered": .array(unanswered.map { c in
+                ["id": .string(c.requestId), "method": c.method.map { .string($0) } ?? .null,
+                 "gen": c.generation.map { .int(Int64(bitPattern: $0)) } ?? .null, "callId": c.callId.map { .int($0) } ?? .null,
+                 "sent": t(c.sent), "ended": t(c.ended), "why": .string(c.why)]
+            }),
             "leases": ["renewals": .object(leaseRenewals.mapValues { .int(Int64($0)) }), "intervals": leaseIntervals.json,
                        "late": .int(Int64(leaseLateCount)), "gaps": .int(Int64(leaseGaps))],
-            "openRequests": .int(Int64(correlator.openRequests)),
+            "openRequests": .int(Int64(unansweredCount)),
         ]
     }
 
@@ -336,10 +385,21 @@ public struct TraceStats: Sendable {
         func iv(_ s: IntervalSummary) -> String {
             s.count == 0 ? "none" : "\(s.count) intervals, mean \(ms(Int64(s.mean))), jitter (stddev) \(ms(Int64(s.standardDeviation))), min \(ms(s.min)), max \(ms(s.max))"
         }
-        line("heartbeats: \(iv(heartbeats))")
+        var hb = "heartbeats: \(heartbeatsSent) sent, \(pongsReceived) pong\(pongsReceived == 1 ? "" : "s") received"
+        if controlFrames.pings + controlFrames.pongs > 0 { hb += ", WebSocket pings \(controlFrames.pings), pongs \(controlFrames.pongs)" }
+        hb += "; spacing: " + (heartbeats.count == 0 && heartbeatsSent > 0 ? "none (it takes two heartbeats on one socket)" : iv(heartbeats))
+        line(hb)
         let renewals = leaseRenewals.values.reduce(0, +)
         line("leases: \(renewals) renewals of \(leaseRenewals.count) lease(s), \(leaseLateCount) late, \(leaseGaps) gaps; spacing: \(iv(leaseIntervals))")
-        if correlator.openRequests > 0 { line("unanswered rpc requests: \(correlator.openRequests)") }
+        if unansweredCount > 0 {
+            line("unanswered rpc requests: \(unansweredCount)")
+            for c in unanswered {
+                var s = "  \(c.method ?? "?") id=\(c.requestId)" + (c.generation.map { " on g\($0)" } ?? "") + ", sent \(c.sent): \(c.why)"
+                if let e = c.ended { s += " at \(e) (\(Moment(nanoseconds: (e - c.sent).nanoseconds)) after it was sent)" }
+                line(s)
+            }
+            if unansweredCount > unanswered.count { line("  ... \(unansweredCount - unanswered.count) more (stats --format json lists the first \(Self.maxUnansweredKept))") }
+        }
         return out
     }
 }
@@ -408,7 +468,7 @@ extension TraceStats {
                 let v = view[i]
                 if let since, v.time < since { continue }
                 if let until, v.time > until { continue }
-                if needsPayload(v.kind) {
+                if needsPayload(v.kind, payload: v.payload) {
                     out.append(.record(InspectedRecord(number: chunk.firstRecord + UInt64(i), record: v.record, deferringJSON: true)))
                 } else {
                     out.append(.header(RecordHeaderFacts(v)))

@@ -2,6 +2,9 @@
 // depend on): `OVERVIEW / USAGE / ARGUMENTS / OPTIONS / SUBCOMMANDS` help on stdout with exit 0, usage
 // errors on stderr (`Error: ...`, the usage line, `See '... --help' for more information.`) with exit 64.
 // Later commands (stats, diff, export, replay, capture...) declare a `CommandSpec` and reuse it.
+// Repeatable options collect every value (`array(_:)`); how a command's options combine is declared
+// with it (`rules`) and checked here.
+
 import RelayProtocol
 
 /// Process exit codes (BSD sysexits, as swift-argument-parser and the house rules use them).
@@ -29,6 +32,36 @@ struct OptionSpec: Sendable {
     /// The accepted values, when the option is an enumeration.
     var allowed: [String]? = nil
     var defaultValue: String? = nil
+    /// Whether the option may be given more than once: every value is kept, in order
+    /// (``ParsedArguments/array(_:)``). Any other option given twice with different values is a usage error.
+    var repeatable = false
+}
+
+/// How the options of one command combine, declared with the command and checked by the parser once
+/// every option is read, so a command's mode rules live in one place. An operand is an option name
+/// (`step`, given on the command line) or `name=value` (`format=json`: given with that value).
+struct OptionRule: Sendable {
+    enum Kind: Sendable {
+        /// The option needs one of these.
+        case requires([String])
+        /// The option cannot go with any of these.
+        case excludes([String])
+    }
+    /// The option (or `name=value`) the rule is about.
+    var option: String
+    var kind: Kind
+    /// Why, said after the rule in the error (`--perturb runs the whole trace per seed`).
+    var reason: String? = nil
+
+    /// `option` needs one of `others`.
+    static func requires(_ option: String, _ others: [String], _ reason: String? = nil) -> OptionRule {
+        OptionRule(option: option, kind: .requires(others), reason: reason)
+    }
+
+    /// `option` cannot go with any of `others`.
+    static func excludes(_ option: String, _ others: [String], _ reason: String? = nil) -> OptionRule {
+        OptionRule(option: option, kind: .excludes(others), reason: reason)
+    }
 }
 
 /// A positional argument.
@@ -46,17 +79,25 @@ struct CommandSpec: Sendable {
     var arguments: [ArgumentSpec] = []
     var options: [OptionSpec] = []
     var subcommands: [CommandSpec] = []
+    /// How its options combine (checked after parsing; a broken rule is a usage error).
+    var rules: [OptionRule] = []
     var run: (@Sendable (ParsedArguments, CLIContext) -> ExitCode)? = nil
 }
 
 /// What the parser found.
 struct ParsedArguments: Sendable {
     var positionals: [String: String] = [:]
+    /// Each option's value: the last one given, or its default.
     var values: [String: String] = [:]
     var flags: Set<String> = []
+    /// Every value given for each option, in order (defaults not included).
+    var lists: [String: [String]] = [:]
 
-    /// The value of an option (or its default).
+    /// The value of an option (the last one given, or its default).
     func value(_ long: String) -> String? { values[long] }
+    /// Every value given for an option, in order; its default alone when none was given; empty when
+    /// it has neither. A repeatable option's values: `--break a --break b` is `["a", "b"]`.
+    func array(_ long: String) -> [String] { lists[long] ?? values[long].map { [$0] } ?? [] }
     /// Whether a flag was given.
     func flag(_ long: String) -> Bool { flags.contains(long) }
     /// A positive duration option (`--for 10m`): nil when absent; a `UsageError` naming the option and
@@ -67,6 +108,16 @@ struct ParsedArguments: Sendable {
             throw UsageError(message: "--\(long) '\(text)' is not a time (e.g. 30s, 2m)", commandPath: path)
         }
         return .nanoseconds(ns)
+    }
+
+    /// Whether an option or flag was given on the command line (a default does not count).
+    func isGiven(_ long: String) -> Bool { flags.contains(long) || lists[long] != nil }
+
+    /// Whether a rule operand holds: `name` given, or `name=value` given with that value.
+    func holds(_ operand: String) -> Bool {
+        guard let eq = operand.firstIndex(of: "=") else { return isGiven(operand) }
+        let name = String(operand[..<eq])
+        return lists[name] != nil && values[name] == String(operand[operand.index(after: eq)...])
     }
 }
 
@@ -129,11 +180,16 @@ extension CommandSpec {
                 i += 1
             }
             if let allowed = spec.allowed, !allowed.contains(value) {
+                let hint = KnownNames.suggestion(for: value, among: allowed).map { " Did you mean '\($0)'?" } ?? ""
                 throw UsageError(
-                    message: "The value '\(value)' is invalid for '--\(spec.long) <\(valueName)>'. Please provide one of \(Self.list(allowed)).",
+                    message: "The value '\(value)' is invalid for '--\(spec.long) <\(valueName)>'.\(hint) Please provide one of \(Self.list(allowed)).",
                     commandPath: path)
             }
+            if !spec.repeatable, let earlier = parsed.lists[spec.long]?.first, earlier != value {
+                throw UsageError(message: "'--\(spec.long)' was given twice ('\(earlier)' and '\(value)'); it takes one value", commandPath: path)
+            }
             parsed.values[spec.long] = value
+            parsed.lists[spec.long, default: []].append(value)
         }
         for (k, spec) in arguments.enumerated() {
             if k < positionals.count {
@@ -145,7 +201,28 @@ extension CommandSpec {
         if positionals.count > arguments.count {
             throw UsageError(message: "Unexpected argument '\(positionals[arguments.count])'", commandPath: path)
         }
+        try check(parsed, path: path)
         return .run(parsed)
+    }
+
+    /// Checks the command's ``rules`` against what was given.
+    func check(_ parsed: ParsedArguments, path: [String]) throws(UsageError) {
+        func shown(_ operand: String) -> String { "--" + operand.split(separator: "=", maxSplits: 1).joined(separator: " ") }
+        for rule in rules where parsed.holds(rule.option) {
+            let why = rule.reason.map { "; \($0)" } ?? ""
+            switch rule.kind {
+            case .requires(let others):
+                if !others.contains(where: parsed.holds) {
+                    let list = others.map(shown)
+                    let needed = list.count == 1 ? list[0] : list.dropLast().joined(separator: ", ") + " or " + (list.last ?? "")
+                    throw UsageError(message: "\(shown(rule.option)) goes with \(needed)\(why)", commandPath: path)
+                }
+            case .excludes(let others):
+                if let other = others.first(where: parsed.holds) {
+                    throw UsageError(message: "\(shown(rule.option)) cannot go with \(shown(other))\(why)", commandPath: path)
+                }
+            }
+        }
     }
 
     static func list(_ values: [String]) -> String {
@@ -160,7 +237,7 @@ extension CommandSpec {
         if !subcommands.isEmpty { parts.append("<subcommand>") }
         for a in arguments { parts.append(a.optional ? "[<\(a.name)>]" : "<\(a.name)>") }
         for o in options {
-            if let v = o.valueName { parts.append("[--\(o.long) <\(v)>]") } else { parts.append("[--\(o.long)]") }
+            if let v = o.valueName { parts.append("[--\(o.long) <\(v)>\(o.repeatable ? " ..." : "")]") } else { parts.append("[--\(o.long)]") }
         }
         return parts.joined(separator: " ")
     }
@@ -184,6 +261,7 @@ extension CommandSpec {
             left += "--\(o.long)"
             if let v = o.valueName { left += " <\(v)>" }
             var text = o.help
+            if o.repeatable { text += " (repeatable)" }
             if let d = o.defaultValue { text += " (default: \(d))" }
             out += row(left, text)
         }

@@ -50,7 +50,7 @@ enum CheckCommand {
             report.notes.append("the trace is incomplete (no trailer: the recorder stopped early); the waits its end cuts off were not judged")
         }
         if args.value("format") == "json" { ctx.stdout.line(report.json.prettyText()) } else { ctx.stdout.write(report.text) }
-        if let error { return readFailure(error, ctx) }
+        if let error { return readFailure(error, path: args.positionals["file"] ?? "", ctx) }
         return report.clientBrokeARule ? .found : .success
     }
 }

@@ -190,7 +190,7 @@ enum InfoCommand {
             }
         }
         if let e = scan.error {
-            ctx.stderr.line("Error: \(e.description)")
+            ctx.stderr.line("Error: " + RelayTraceCommand.about(path, e.description))
             return RelayTraceCommand.exitCode(for: e)
         }
         return .success

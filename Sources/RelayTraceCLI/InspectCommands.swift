@@ -8,15 +8,66 @@ import RelayProtocol
 import Trace
 import Viewer
 
-/// Opens `path` for writing (mode 0600, truncating; `-` is stdout) as an `Output`.
-func openOutput(_ path: String, _ ctx: CLIContext) -> Output? {
+/// Opens `path` for writing (mode 0600; `-` is stdout) as an `Output`. An existing file is refused
+/// unless `force` (then it is truncated), the one policy of every command that writes a file:
+/// `Error: OUT exists; use --force to overwrite it` (the caller exits 74).
+func openOutput(_ path: String, force: Bool, _ ctx: CLIContext) -> Output? {
     if path == "-" { return ctx.stdout }
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    // A device or pipe (`/dev/null`, a FIFO) is written to, not overwritten.
+    let special = !isExistingFile(path) && access(path, F_OK) == 0
+    let fd = open(path, O_WRONLY | O_CLOEXEC | (special ? 0 : O_CREAT | (force ? O_TRUNC : O_EXCL)), 0o600)
     guard fd >= 0 else {
-        ctx.stderr.line("Error: cannot create \(path): \(String(cString: strerror(errno)))")
+        let e = errno
+        ctx.stderr.line(e == EEXIST ? existsMessage(path) : "Error: cannot create \(path): \(String(cString: strerror(e)))")
         return nil
     }
     return Output(fd: fd, owned: true)
+}
+
+/// Whether `path` is an existing regular file (what `--force` is needed to overwrite; a device such as
+/// `/dev/null` or a pipe is not).
+func isExistingFile(_ path: String) -> Bool {
+    var st = stat()
+    return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+}
+
+/// The refusal to overwrite an existing output file, the same for every command.
+func existsMessage(_ path: String) -> String { "Error: \(path) exists; use --force to overwrite it" }
+
+/// The `--force` option of a command that writes `what`.
+func forceOption(_ what: String) -> OptionSpec {
+    OptionSpec(long: "force", help: "Overwrite \(what) if it exists (otherwise an existing file is never touched).")
+}
+
+/// Whether a trace writer refused an existing file (`TraceWriterOptions.overwrite` false).
+func refusedExisting(_ error: TraceError) -> Bool { error.code == .io && error.systemErrno == EEXIST }
+
+/// The message for a trace writer that could not start on `path`: the refusal to overwrite, or the
+/// error naming the file.
+func writeFailure(_ error: TraceError, path: String) -> String {
+    refusedExisting(error) ? existsMessage(path) : "Error: " + RelayTraceCommand.about(path, error.description)
+}
+
+/// After a command read `reader` to its end (or to `error`): on a trace its recorder did not close (no
+/// valid index and trailer), says so on stderr with how many records are intact and when the last one
+/// is, and returns true when `error` is only where the file was cut off (`truncated`): the trace's end,
+/// not damage, so the command exits 0 after what it printed. Damage elsewhere stays an error.
+@discardableResult
+func noteIfIncomplete(_ reader: TraceReader, path: String, error: TraceError?, _ ctx: CLIContext) -> Bool {
+    guard !reader.isComplete, error == nil || error?.code == .truncated else { return false }
+    reader.rewind()
+    var records: UInt64 = 0
+    var last: Moment?
+    while let e = try? reader.next() {
+        records += 1
+        last = e.record.time
+    }
+    var note = "note: \(path) is incomplete (no valid index and trailer: its recorder did not close it): \(records) intact records"
+    note += last.map { ", the last at \($0)" } ?? ""
+    if let error { note += "; the file ends in the middle of a frame (\(error.description))" }
+    else if let why = reader.trailerProblem { note += "; \(why.description)" }
+    ctx.stderr.line(note + ". What is shown ends there; 'relaytrace verify' exits 65 on it.")
+    return error != nil
 }
 
 /// Finishes an output file: flushes and closes it, reporting a failed write (exit 74).
@@ -55,11 +106,20 @@ func window(_ args: ParsedArguments, _ command: String) throws(UsageError) -> (s
     return (since, until)
 }
 
-/// Reports a read error after partial output.
-func readFailure(_ e: TraceError, _ ctx: CLIContext) -> ExitCode {
+/// Reports a read error of `path` after partial output.
+func readFailure(_ e: TraceError, path: String, _ ctx: CLIContext) -> ExitCode {
     ctx.stdout.flush()
-    ctx.stderr.line("Error: \(e.description)")
+    ctx.stderr.line("Error: \(path == "-" ? "stdin" : path): \(e.description)")
     return RelayTraceCommand.exitCode(for: e)
+}
+
+/// The end of a command that read a whole trace: a read error (other than the cut-off end of an
+/// incomplete trace, which is noted) is reported with the file's name.
+func finishReading(_ reader: TraceReader, path: String, error: TraceError?, _ ctx: CLIContext) -> ExitCode? {
+    ctx.stdout.flush()
+    let cutEnd = noteIfIncomplete(reader, path: path == "-" ? "stdin" : path, error: error, ctx)
+    if let error, !cutEnd { return readFailure(error, path: path, ctx) }
+    return nil
 }
 
 enum ShowCommand {
@@ -87,7 +147,7 @@ enum ShowCommand {
                 ctx.stderr.line("Error: \(error.message); 'relaytrace info' shows how many records it has")
                 return .usage
             }
-            return readFailure(error, ctx)
+            return readFailure(error, path: args.positionals["file"] ?? "", ctx)
         }
         guard let entry, entry.number == n else {
             ctx.stderr.line("Error: record \(n) is past the end of the trace; 'relaytrace info' shows how many records it has")
@@ -143,9 +203,9 @@ enum StatsCommand {
             }
             progress.done()
         }
+        stats.finish()
         if args.value("format") == "json" { ctx.stdout.line(stats.json.prettyText()) } else { ctx.stdout.write(stats.text) }
-        if let error { return readFailure(error, ctx) }
-        return .success
+        return finishReading(reader, path: args.positionals["file"] ?? "", error: error, ctx) ?? .success
     }
 }
 
@@ -159,7 +219,9 @@ enum TimelineCommand {
             OptionSpec(long: "html", valueName: "out", help: "Write the HTML page to this file instead of drawing ASCII."),
             OptionSpec(long: "width", valueName: "columns", help: "Width of the ASCII picture.", defaultValue: "100"),
             OptionSpec(long: "strict", help: "Exit 1 when a check fails."),
+            forceOption("the --html file"),
         ] + windowOptions,
+        rules: [.requires("force", ["html"])],
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
@@ -178,20 +240,20 @@ enum TimelineCommand {
             // The viewer's page saved with its data (relaytrace view serves the same page live).
             let title = path == "-" ? "stdin" : path
             let page = SavedPage(reader: reader, title: title)
-            guard let o = openOutput(out, ctx) else { return .ioError }
+            guard let o = openOutput(out, force: args.flag("force"), ctx) else { return .ioError }
             o.write(page.html(title: title))
             let code = finishOutput(o, out, ctx)
             if code != .success { return code }
             let rows = TimelineLayout(page.timeline).rows.count
-            ctx.stdout.line("wrote \(out): \(page.timeline.lanes.count) lanes in \(rows) rows, \(page.timeline.checks.count) check(s) failed")
-            if let error = page.problem { return readFailure(error, ctx) }
+            ctx.stderr.line("wrote \(out): \(page.timeline.lanes.count) lanes in \(rows) rows, \(page.timeline.checks.count) check(s) failed")
+            if let code = finishReading(reader, path: path, error: page.problem, ctx) { return code }
             return args.flag("strict") && !page.timeline.checks.isEmpty ? .found : .success
         }
         var t = Timeline()
         let error = readAll(reader, label: "timeline", since: w.since, until: w.until) { t.add($0); return true }
         t.finish()
         ctx.stdout.write(t.ascii(width: width))
-        if let error { return readFailure(error, ctx) }
+        if let code = finishReading(reader, path: path, error: error, ctx) { return code }
         return args.flag("strict") && !t.checks.isEmpty ? .found : .success
     }
 }
@@ -200,11 +262,12 @@ enum DiffCommand {
     static let spec = CommandSpec(
         name: "diff",
         abstract: "Compare two traces semantically; exit 0 when equal, 1 when they differ.",
-        discussion: "Aligns the k-th generation of A with the k-th of B and compares records in order: kind, channel, direction and payload. JSON is compared as values (key order ignored); redaction placeholders match each other; times are not compared; volatile members are ignored at every depth: \(TraceDiff.volatileKeys.sorted().joined(separator: ", ")). Prints the first difference, then all.",
+        discussion: "Aligns the k-th generation of A with the k-th of B and compares records in order: kind, channel, direction and payload. JSON is compared as values (key order ignored); redaction placeholders match each other; volatile members are ignored at every depth: \(TraceDiff.volatileKeys.sorted().joined(separator: ", ")), and at a payload's top level: \(TraceDiff.topLevelVolatileKeys.sorted().joined(separator: ", ")) (the relay's session). Times are compared only with --times: records of A and B more than TOLERANCE apart are a difference (a changed backoff shows). Prints the first difference, then all.",
         arguments: [ArgumentSpec(name: "a", help: "The first trace."), ArgumentSpec(name: "b", help: "The second trace.")],
         options: [
             OptionSpec(long: "ignore", valueName: "keys", help: "More member names to ignore (comma list)."),
             OptionSpec(long: "max", valueName: "n", help: "Print at most this many differences.", defaultValue: "100"),
+            OptionSpec(long: "times", valueName: "tolerance", help: "Compare record times too: aligned records more than this apart differ (e.g. 50ms, 1s, 0)."),
         ],
         run: { args, ctx in run(args, ctx) })
 
@@ -212,13 +275,20 @@ enum DiffCommand {
         guard let limit = Int(args.value("max") ?? ""), limit >= 1 else {
             return RelayTraceCommand.usageError(UsageError(message: "--max must be a positive number", commandPath: ["relaytrace", "diff"]), ctx)
         }
-        let d = TraceDiff(ignoring: args.value("ignore").map(FrameFilter.list) ?? [])
+        var tolerance: Duration?
+        if let t = args.value("times") {
+            guard let ns = TimeSyntax.nanoseconds(t, bareSeconds: true), ns >= 0 else {
+                return RelayTraceCommand.usageError(UsageError(message: "--times '\(t)' is not a tolerance; write e.g. 50ms, 1s, 0", commandPath: ["relaytrace", "diff"]), ctx)
+            }
+            tolerance = .nanoseconds(ns)
+        }
+        let d = TraceDiff(ignoring: args.value("ignore").map(FrameFilter.list) ?? [], timeTolerance: tolerance)
         var sides: [[String: [TraceDiff.Item]]] = []
         for name in ["a", "b"] {
             let path = args.positionals[name] ?? ""
             let reader: TraceReader
             do { reader = try RelayTraceCommand.openTrace(path, ctx) } catch { return error }
-            do { sides.append(try d.streams(reader)) } catch { return readFailure(error, ctx) }
+            do { sides.append(try d.streams(reader)) } catch { return readFailure(error, path: path, ctx) }
         }
         let diffs = d.compare(sides[0], sides[1])
         let records = sides.map { $0.values.reduce(0) { $0 + $1.count } }
@@ -243,6 +313,7 @@ enum ExportCommand {
         options: [
             OptionSpec(long: "format", valueName: "format", help: "pcapng, har, jsonl or chrome-trace.", allowed: ["pcapng", "har", "jsonl", "chrome-trace"]),
             OptionSpec(long: "output", short: "o", valueName: "out", help: "The output file ('-' for stdout)."),
+            forceOption("the output file"),
         ] + windowOptions,
         run: { args, ctx in run(args, ctx) })
 
@@ -258,7 +329,7 @@ enum ExportCommand {
         do { w = try window(args, "export") } catch { return RelayTraceCommand.usageError(error, ctx) }
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
-        guard let out = openOutput(outPath, ctx) else { return .ioError }
+        guard let out = openOutput(outPath, force: args.flag("force"), ctx) else { return .ioError }
         let start = unixNanoseconds(rfc3339: reader.header.wallClockStart) ?? 0
         var error: TraceError?
         var count = 0
@@ -266,6 +337,7 @@ enum ExportCommand {
         case "pcapng":
             var x = PcapngExporter(wallClockStartNs: start) { out.write(bytes: $0) }
             error = readAll(reader, label: "export", since: w.since, until: w.until) { x.add($0); return !out.isBroken }
+            x.finish()
             count = x.packets
         case "har":
             var x = HARExporter(wallClockStartNs: start)
@@ -291,7 +363,7 @@ enum ExportCommand {
         }
         let code = finishOutput(out, outPath, ctx)
         if code != .success { return code }
-        if let error { return readFailure(error, ctx) }
+        if let code = finishReading(reader, path: args.positionals["file"] ?? "", error: error, ctx) { return code }
         if outPath != "-" {
             let unit = ["pcapng": "packets", "har": "entries"][format] ?? "records"
             ctx.stderr.line("wrote \(outPath): \(count) \(unit)")
@@ -332,7 +404,7 @@ enum RedactCommand {
         options.overwrite = args.flag("force")
         let writer: TraceWriter
         do { writer = try TraceWriter(path: outPath, header: header, options: options) } catch {
-            ctx.stderr.line("Error: \(error.description)")
+            ctx.stderr.line(writeFailure(error, path: outPath))
             return error.code == .io ? .ioError : .dataError
         }
         var written: UInt64 = 0
@@ -349,12 +421,12 @@ enum RedactCommand {
             ctx.stderr.line("Error: writing \(outPath) failed: \(error.description)")
             return .ioError
         }
-        if let error { return readFailure(error, ctx) }
+        if let error { return readFailure(error, path: inPath, ctx) }
         guard summary.dropped == 0 else {
             ctx.stderr.line("Error: the writer dropped \(summary.dropped) records; \(outPath) is incomplete")
             return .ioError
         }
-        ctx.stdout.line("wrote \(outPath): \(written) records, key id \(Redactor(policy: .hashed, key: key).keyID)" + (keep ? " (kept)" : " (new)"))
+        ctx.stderr.line("wrote \(outPath): \(written) records, key id \(Redactor(policy: .hashed, key: key).keyID)" + (keep ? " (kept)" : " (new)"))
         return .success
     }
 }
@@ -391,7 +463,7 @@ enum LintCommand {
             for f in findings { ctx.stdout.line(f.description) }
             ctx.stdout.line("\(findings.count) secret(s) found in \(records) records")
         }
-        if let error { return readFailure(error, ctx) }
+        if let code = finishReading(reader, path: args.positionals["file"] ?? "", error: error, ctx) { return code }
         return findings.isEmpty ? .success : .found
     }
 }

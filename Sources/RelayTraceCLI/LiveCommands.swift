@@ -17,7 +17,7 @@ import WireRecording
 enum RelayCommand {
     static let spec = CommandSpec(
         name: "relay",
-        abstract: "Run the development relay (PROTOCOL.md) with simulated desktops on a real socket.",
+        abstract: "Run the development relay (the protocol as it speaks it: docs/PROTOCOL.md) with simulated desktops on a real socket.",
         discussion: """
             Any client can connect to ws://HOST:PORT/ws/device-link (wss with --tls-cert/--tls-key): register, \
             resume, heartbeat, call any of the 65 RPC methods, receive job events and timeline snapshots, link \
@@ -112,7 +112,7 @@ enum RelayCommand {
                 recorder = try WireRecorder(path: recordPath, source: .relay, details: ["listen": .string(listen)],
                                             wallClockStart: rfc3339Now(), options: options)
             } catch {
-                ctx.stderr.line("Error: \(error.description)\(error.systemErrno == EEXIST ? " (use --force to overwrite it)" : "")")
+                ctx.stderr.line(writeFailure(error, path: recordPath))
                 return RelayTraceCommand.exitCode(for: error)
             }
         }
@@ -261,6 +261,11 @@ enum CaptureCommand {
         }
         let env = ProcessInfo.processInfo.environment
         let output = args.value("output") ?? "capture-\(scenario.name).rtrace"
+        // The output is checked before the relay starts (the writer refuses it again, atomically).
+        if !args.flag("force"), isExistingFile(output) {
+            ctx.stderr.line(existsMessage(output))
+            return .ioError
+        }
         let faults: FaultScript
         do throws(FaultScriptError) { faults = try FaultScript.parse(scenario.faults) } catch {
             ctx.stderr.line("Error: scenario \(scenario.name): \(error)")
@@ -356,7 +361,7 @@ enum CaptureCommand {
             capture = try ClientCapture(path: output, configuration: options.configuration, wallClockStart: rfc3339Now(), simulated: false,
                                         options: writer, extra: ["scenario": .string(scenario.name), "live": .bool(true)])
         } catch {
-            ctx.stderr.line("Error: \(error.description)")
+            ctx.stderr.line(writeFailure(error, path: output))
             return RelayTraceCommand.exitCode(for: error)
         }
         options.capture = capture

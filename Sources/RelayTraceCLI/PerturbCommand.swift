@@ -1,13 +1,23 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Replay
 import Trace
 import WatchReplay
 
 /// `relaytrace replay FILE --perturb SEED[..SEED] [--shrink OUT]`: perturbation replay of either channel.
 enum PerturbCommand {
-    static func run(path: String, seeds text: String, shrinkTo out: String?, _ ctx: CLIContext) -> ExitCode {
+    static func run(path: String, seeds text: String, shrinkTo out: String?, force: Bool, _ ctx: CLIContext) -> ExitCode {
         let range: SeedRange
         do throws(PerturbationError) { range = try SeedRange(parsing: text) } catch {
             return RelayTraceCommand.usageError(UsageError(message: error.message, commandPath: ["relaytrace", "replay"]), ctx)
+        }
+        // The output is checked before the (long) runs, as every command that writes a file does.
+        if let out, !force {
+            for existing in [out, out + ".faults.json"] where isExistingFile(existing) {
+                ctx.stderr.line(existsMessage(existing))
+                return .ioError
+            }
         }
         let header: TraceHeader, records: [TraceRecord]
         do throws(TraceError) {
@@ -17,7 +27,7 @@ enum PerturbCommand {
             header = reader.header
             records = all.entries.map(\.record)
         } catch {
-            ctx.stderr.line("Error: \(error)")
+            ctx.stderr.line("Error: " + RelayTraceCommand.about(path, error.description))
             return RelayTraceCommand.exitCode(for: error)
         }
         // The channel: a watch trace has its records on channel `watch`.
@@ -67,13 +77,13 @@ enum PerturbCommand {
         if let out, let first {
             let shrunk = shrink(first)
             do throws(TraceError) {
-                try PerturbationOutput.write(header: header, records: shrunk.records, run: shrunk, to: out)
+                try PerturbationOutput.write(header: header, records: shrunk.records, run: shrunk, to: out, overwrite: force)
             } catch {
-                ctx.stderr.line("Error: \(error)")
+                ctx.stderr.line(writeFailure(error, path: out))
                 return RelayTraceCommand.exitCode(for: error)
             }
             ctx.stdout.line("shrunk seed \(first.seed.map(String.init) ?? "?") from \(first.faults.count) to \(shrunk.faults.count) fault(s)" + (shrunk.scriptNote.map { ", \($0)" } ?? "") + ": \(shrunk.line)")
-            ctx.stdout.line("wrote \(out) (\(shrunk.records.count) records) and \(out).faults.json")
+            ctx.stderr.line("wrote \(out) (\(shrunk.records.count) records) and \(out).faults.json")
         }
         return failures == 0 ? .success : .found
     }

@@ -118,7 +118,7 @@ enum ProxyCommand {
                                         details: ["listen": .string(listen), "upstream": .string(upstreamURL.description)],
                                         wallClockStart: rfc3339Now(), options: options)
         } catch {
-            ctx.stderr.line("Error: \(error.description)\(error.systemErrno == EEXIST ? " (use --force to overwrite it)" : "")")
+            ctx.stderr.line(writeFailure(error, path: output))
             return RelayTraceCommand.exitCode(for: error)
         }
         let lines = LineWriter()

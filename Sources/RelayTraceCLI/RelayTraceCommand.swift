@@ -101,9 +101,16 @@ public enum RelayTraceCommand {
             }
             return try TraceReader(path: path, options: .init(salvage: salvage))
         } catch {
-            ctx.stderr.line("Error: \(error.description)")
+            ctx.stderr.line("Error: " + about(path, error.description))
             throw exitCode(for: error)
         }
+    }
+
+    /// `message` naming the file it is about: `FILE: message`, unless the message names it already
+    /// (`-` is `stdin`).
+    static func about(_ path: String, _ message: String) -> String {
+        let name = path == "-" ? "stdin" : path
+        return message.contains(name) ? message : "\(name): \(message)"
     }
 
     /// The exit code for a trace error.

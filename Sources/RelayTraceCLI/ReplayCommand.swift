@@ -46,16 +46,27 @@ enum ReplayCommand {
         arguments: [ArgumentSpec(name: "file", help: "The trace file.")],
         options: [
             OptionSpec(long: "until", valueName: "time", help: "Stop before the first record at or after this time and print the state."),
-            OptionSpec(long: "break", valueName: "expr", help: "Pause before records matching these expressions (with --step: the prompt; without: print the state and stop)."),
+            OptionSpec(long: "break", valueName: "expr", help: "Pause before records matching these expressions (with --step: the prompt; without: print the state and stop); every --break adds its own.", repeatable: true),
             OptionSpec(long: "step", help: "Step interactively; commands come from stdin."),
-            OptionSpec(long: "set", valueName: "name=time,...", help: "Change the client's timing for the replay (a what-if experiment): " + ClientTuning.names.keys.sorted().joined(separator: ", ") + "."),
+            OptionSpec(long: "set", valueName: "name=time,...", help: "Change the client's timing for the replay (a what-if experiment): " + ClientTuning.names.keys.sorted().joined(separator: ", ") + ".", repeatable: true),
             OptionSpec(long: "perturb", valueName: "seeds", help: "Perturbation replay: one run per seed (SEED or A..B) with seeded faults; report seeds that break an invariant."),
             OptionSpec(long: "shrink", valueName: "out", help: "With --perturb: write the first failure, shrunk to a minimal fault list and script, as a trace at OUT (faults in OUT.faults.json)."),
+            forceOption("the --shrink files"),
             OptionSpec(long: "format", valueName: "format", help: "Output format of the result (not with --step or --perturb): text or json.", allowed: ["text", "json"], defaultValue: "text"),
             OptionSpec(long: "allow-incomplete", help: "Replay a trace without index and trailer (a recorder that was killed) up to its last intact record."),
             OptionSpec(long: "what-if", help: "Run the client against the recorded peer instead: timers from the virtual clock, recorded answers matched to what the client actually sends; report frames without a counterpart."),
         ],
+        rules: modeRules,
         run: { args, ctx in run(args, ctx) })
+
+    /// How replay's modes combine, in one place (checked by the parser before anything runs).
+    static let modeRules: [OptionRule] = [
+        .excludes("perturb", ["step", "what-if", "until", "break"], "--perturb runs the whole trace per seed"),
+        .excludes("what-if", ["step", "until", "break"], "--what-if runs the whole trace"),
+        .excludes("format=json", ["step", "perturb"], "--format json is for a replay's result; --step and --perturb write text"),
+        .requires("shrink", ["perturb"], "--shrink writes the first failing seed's run"),
+        .requires("force", ["shrink"]),
+    ]
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let path = args.positionals["file"] ?? ""
@@ -68,28 +79,17 @@ enum ReplayCommand {
             conditions.append(.time(Moment(nanoseconds: ns)))
         }
         var breakpoints: [ReplayCondition] = []
-        if let text = args.value("break") {
-            do throws(UsageError) {
-                breakpoints = try parseBreakpoints(text, commandPath: command)
-            } catch {
-                return RelayTraceCommand.usageError(error, ctx)
-            }
+        do throws(UsageError) {
+            for text in args.array("break") { breakpoints += try parseBreakpoints(text, commandPath: command) }
+        } catch {
+            return RelayTraceCommand.usageError(error, ctx)
         }
         let json = args.value("format") == "json"
-        if json && (args.flag("step") || args.value("perturb") != nil) {
-            return RelayTraceCommand.usageError(UsageError(message: "--format json is for a replay's result; --step and --perturb write text", commandPath: command), ctx)
-        }
         if let source = (try? TraceReader(path: path))?.header.wireSource {
             return wireTraceRefused(path: path, source: source, ctx)
         }
         if let seeds = args.value("perturb") {
-            guard !args.flag("step"), !args.flag("what-if"), args.value("until") == nil, args.value("break") == nil else {
-                return RelayTraceCommand.usageError(UsageError(message: "--perturb runs the whole trace per seed; it does not take --step, --what-if, --until or --break", commandPath: command), ctx)
-            }
-            return PerturbCommand.run(path: path, seeds: seeds, shrinkTo: args.value("shrink"), ctx)
-        }
-        if args.value("shrink") != nil {
-            return RelayTraceCommand.usageError(UsageError(message: "--shrink needs --perturb SEED[..SEED]", commandPath: command), ctx)
+            return PerturbCommand.run(path: path, seeds: seeds, shrinkTo: args.value("shrink"), force: args.flag("force"), ctx)
         }
         if isWatchTrace(path: path) {
             guard !args.flag("what-if"), args.value("set") == nil else {
@@ -102,11 +102,15 @@ enum ReplayCommand {
                                conditions: conditions, breakpoints: breakpoints, ctx)
         }
         var tuning = ClientTuning.spec
-        if let text = args.value("set") {
+        for text in args.array("set") {
             for part in text.split(separator: ",") {
                 let kv = part.split(separator: "=", maxSplits: 1).map(String.init)
+                let names = ClientTuning.names.keys.sorted()
+                if kv.count == 2, ClientTuning.names[kv[0]] == nil {
+                    return RelayTraceCommand.usageError(UsageError(message: "--set '\(kv[0])' is not a client constant\(KnownNames.didYouMean(kv[0], among: names)) (one of \(names.joined(separator: ", ")))", commandPath: command), ctx)
+                }
                 guard kv.count == 2, let ns = TimeSyntax.nanoseconds(kv[1], bareSeconds: true), tuning.set(kv[0], to: .nanoseconds(ns)) else {
-                    return RelayTraceCommand.usageError(UsageError(message: "--set '\(part)' is not NAME=TIME with NAME one of " + ClientTuning.names.keys.sorted().joined(separator: ", "), commandPath: command), ctx)
+                    return RelayTraceCommand.usageError(UsageError(message: "--set '\(part)' is not NAME=TIME with NAME one of " + names.joined(separator: ", "), commandPath: command), ctx)
                 }
             }
         }
@@ -118,9 +122,6 @@ enum ReplayCommand {
         }
         replayer.breakpoints = breakpoints
         if args.flag("what-if") {
-            guard !args.flag("step"), args.value("until") == nil, args.value("break") == nil else {
-                return RelayTraceCommand.usageError(UsageError(message: "--what-if runs the whole trace; it does not take --step, --until or --break", commandPath: command), ctx)
-            }
             let records: [TraceRecord]
             do throws(TraceError) {
                 records = try replayer.records.loadAll()
@@ -144,7 +145,7 @@ enum ReplayCommand {
             }
         }
         if args.flag("step") {
-            return interactive(replayer, ctx)
+            return interactive(replayer, file: path, ctx)
         }
         let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
         replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
@@ -163,7 +164,7 @@ enum ReplayCommand {
             ctx.stdout.line(replayer.snapshot.description)
             return .success
         case .diverged(let d):
-            ctx.stdout.line(d.description)
+            ctx.stdout.line(d.report(file: path))
             return .found
         case .damaged(let at, let error):
             ctx.stderr.line("Error: \(path): damaged at record #\(at) (the \(at) records before it replayed without divergence): \(error.description)")
@@ -279,7 +280,7 @@ enum ReplayCommand {
             return openFailed(error, ctx)
         }
         replayer.breakpoints = breakpoints
-        if step { return interactive(replayer, ctx) }
+        if step { return interactive(replayer, file: path, ctx) }
         let progress = Progress("replay", totalBytes: UInt64(replayer.records.count))
         replayer.onProgress = { n in progress.report(records: UInt64(n), bytes: UInt64(n)) }
         let stop = replayer.run(until: conditions)
@@ -297,7 +298,7 @@ enum ReplayCommand {
             }
             return .success
         case .diverged(let d):
-            ctx.stdout.line(d.description)
+            ctx.stdout.line(d.report(file: path))
             ctx.stdout.line("the machines where the replay stopped (before record #\(d.record)):")
             ctx.stdout.line(replayer.description.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n"))
             return .found
@@ -340,15 +341,31 @@ enum ReplayCommand {
         return r.divergence == nil ? .success : .found
     }
 
-    /// Parses `time=T,record=N,type=T,method=M,event=E,timer=NAME,phase=P,gen=N`.
+    /// The phases `phase=` names (``phaseName(_:)``).
+    static let phaseNames = ["idle", "connecting", "registering", "registered", "linking", "waitingToReconnect", "suspended", "stopped"]
+
+    /// Parses `time=T,record=N,type=T,method=M,event=E,timer=NAME,phase=P,gen=N`: each part is its own
+    /// breakpoint (any one pauses). Names are checked: an unknown message type, method, event type, timer
+    /// or phase is a usage error with a suggestion; a value with spaces (`type=error AND gen=1`) is refused,
+    /// as there is no AND.
     static func parseBreakpoints(_ text: String, commandPath: [String]) throws(UsageError) -> [ReplayCondition] {
         var out: [ReplayCondition] = []
+        func known(_ value: String, _ names: [String], _ what: String, _ key: String) throws(UsageError) {
+            guard !names.contains(value) else { return }
+            var message = "break \(key)='\(value)' is not \(what)"
+            if let s = KnownNames.suggestion(for: value, among: names) { message += "; did you mean '\(s)'?" }
+            else if names.count <= 40 { message += " (one of: \(names.joined(separator: ", ")))" }
+            throw UsageError(message: message, commandPath: commandPath)
+        }
         for part in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !part.isEmpty {
             let kv = part.split(separator: "=", maxSplits: 1).map(String.init)
             guard kv.count == 2, !kv[1].isEmpty else {
                 throw UsageError(message: "break expression '\(part)' is not key=value (time=, record=, type=, method=, event=, timer=, phase=, gen=)", commandPath: commandPath)
             }
             let (key, value) = (kv[0], kv[1])
+            if value.contains(where: \.isWhitespace) {
+                throw UsageError(message: "break expression '\(part)' has spaces in its value: each key=value is a breakpoint of its own and any one pauses (there is no AND); separate them with commas or give --break again", commandPath: commandPath)
+            }
             switch key {
             case "time", "t":
                 guard let ns = TimeSyntax.nanoseconds(value, bareSeconds: true) else {
@@ -358,11 +375,20 @@ enum ReplayCommand {
             case "record":
                 guard let n = Int(value), n >= 0 else { throw UsageError(message: "break record '\(value)' is not a record number", commandPath: commandPath) }
                 out.append(.record(n))
-            case "type": out.append(.messageType(value))
-            case "method": out.append(.method(value))
-            case "event": out.append(.eventType(value))
-            case "timer": out.append(.timer(value))
+            case "type":
+                try known(value, KnownNames.messageTypes, "a message type", key)
+                out.append(.messageType(value))
+            case "method":
+                try known(value, KnownNames.methods, "an RPC method of the catalogue", key)
+                out.append(.method(value))
+            case "event":
+                try known(value, KnownNames.eventTypes, "an event type", key)
+                out.append(.eventType(value))
+            case "timer":
+                try known(value, ClientRecordCodec.timerNames + ["stalledAck"], "a timer (watch traces: stalledAck, heartbeat)", key)
+                out.append(.timer(value))
             case "phase":
+                try known(value, phaseNames, "a connection phase", key)
                 out.append(.state({ m in phaseName(m.phase) == value }, "phase \(value)"))
             case "gen":
                 guard let g = UInt64(value) else { throw UsageError(message: "break gen '\(value)' is not a generation number", commandPath: commandPath) }
@@ -391,15 +417,17 @@ enum ReplayCommand {
 
     /// `--step`: commands from stdin (a terminal or a pipe) drive `r`, a relay-client or a watch-channel
     /// replay; exit 0, 1 after a divergence, the damage's code after damage.
-    static func interactive(_ r: some InteractiveReplay, _ ctx: CLIContext) -> ExitCode {
+    static func interactive(_ r: some InteractiveReplay, file: String, _ ctx: CLIContext) -> ExitCode {
         let out = ctx.stdout
         out.line("replaying \(r.records.count) records\(r.channelNote); 'help' lists the commands")
         if let problem = r.readProblem { out.line("the trace is incomplete and ends after them: \(problem.description)") }
+        // The replay's clock (what `state` shows), not the next record's time (`next:` shows that).
         func prompt() {
-            let t = r.position < r.records.count ? r.records[r.position].time : r.endTime
-            out.write("(replay #\(r.position) t=\(t)) ")
+            out.write("(replay #\(r.position) t=\(r.now)) ")
             out.flush()
         }
+        // Commands from a pipe are echoed after the prompt, so a transcript reads as a session.
+        let echo = !Terminal.isTTY(0)
         func showNext() {
             if r.position < r.records.count { out.line("next: #\(r.position) \(r.describe(r.records[r.position]))") }
             else { out.line("at the end of the trace") }
@@ -408,7 +436,7 @@ enum ReplayCommand {
             switch stop {
             case .finished: out.line("finished: no divergence")
             case .paused(let at, let why): out.line("paused before #\(at): \(why)")
-            case .diverged(let d): out.line(d.description)
+            case .diverged(let d): out.line(d.report(file: file))
             case .damaged(let at, let error): out.line("the trace is damaged at record #\(at): \(error.description)")
             }
         }
@@ -419,6 +447,7 @@ enum ReplayCommand {
         showNext()
         prompt()
         while let line = readLine() {
+            if echo { out.line(line) }
             let words = line.split(separator: " ").map(String.init)
             let n = words.count > 1 ? max(1, Int(words[1]) ?? 1) : 1
             switch words.first ?? "next" {
@@ -480,8 +509,8 @@ protocol InteractiveReplay: AnyObject {
     var readProblem: TraceError? { get }
     var divergence: Divergence? { get }
     var damage: (record: Int, error: TraceError)? { get }
-    /// The prompt's time once past the last record.
-    var endTime: Moment { get }
+    /// The replay's clock: the time `state` shows and the prompt shows.
+    var now: Moment { get }
     /// Said after the record count at the start (`" of a watch-channel trace"`).
     var channelNote: String { get }
     /// The `state` command's text.
@@ -499,7 +528,7 @@ protocol InteractiveReplay: AnyObject {
 }
 
 extension Replayer: InteractiveReplay {
-    var endTime: Moment { machine.now }
+    var now: Moment { machine.now }
     var channelNote: String { "" }
     var stateText: String { snapshot.description }
     var timersText: String {
@@ -511,7 +540,6 @@ extension Replayer: InteractiveReplay {
 }
 
 extension WatchReplayer: InteractiveReplay {
-    var endTime: Moment { now }
     var channelNote: String { " of a watch-channel trace" }
     var stateText: String { description }
     var timersText: String { description }

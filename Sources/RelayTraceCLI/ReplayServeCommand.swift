@@ -38,7 +38,7 @@ enum ReplayServeCommand {
                 recorder = try WireRecorder(path: recordPath, source: .relay, details: ["listen": .string(listen), "replayOf": .string(file)],
                                             wallClockStart: rfc3339Now(), options: options)
             } catch {
-                ctx.stderr.line("Error: \(error.description)\(error.systemErrno == EEXIST ? " (use --force to overwrite it)" : "")")
+                ctx.stderr.line(writeFailure(error, path: recordPath))
                 return RelayTraceCommand.exitCode(for: error)
             }
         }

@@ -64,7 +64,7 @@ enum SimulateCommand {
             ctx.stdout.line("next: relaytrace info \(output)   relaytrace frames \(output) --format table")
             return .success
         } catch let error as TraceError {
-            ctx.stderr.line("Error: \(error.description)")
+            ctx.stderr.line(writeFailure(error, path: output))
             return RelayTraceCommand.exitCode(for: error)
         } catch {
             ctx.stderr.line("Error: \(error)")
@@ -95,7 +95,7 @@ extension SimulateCommand {
             ctx.stdout.line("next: relaytrace info \(output)   relaytrace frames \(output) --format table")
             return .success
         } catch {
-            ctx.stderr.line("Error: \(error.description)")
+            ctx.stderr.line(writeFailure(error, path: output))
             return RelayTraceCommand.exitCode(for: error)
         }
     }

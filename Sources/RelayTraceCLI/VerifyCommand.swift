@@ -17,7 +17,7 @@ enum VerifyCommand {
         do {
             while try reader.next() != nil { records += 1 }
         } catch {
-            ctx.stderr.line("Error: verification failed: \(error.description)")
+            ctx.stderr.line("Error: \(path): verification failed: \(error.description)")
             ctx.stderr.line("  \(records) records before the problem are intact; 'relaytrace frames' reads them.")
             return RelayTraceCommand.exitCode(for: error)
         }
@@ -28,7 +28,7 @@ enum VerifyCommand {
                 ctx.stdout.line("OK (incomplete): \(records) records in \(chunks) chunks check out; no index or trailer\(why)")
                 return .success
             }
-            ctx.stderr.line("Error: the trace is incomplete: no valid index and trailer (the recorder did not close it)\(why)")
+            ctx.stderr.line("Error: \(path) is incomplete: no valid index and trailer (the recorder did not close it)\(why)")
             ctx.stderr.line("  Its \(records) records in \(chunks) chunks check out; pass --allow-incomplete to accept it.")
             return .dataError
         }

@@ -54,8 +54,13 @@ public struct Divergence: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// A report: where, what was expected, what happened, the JSON diff, the context, the SPEC rule, and
-    /// how to go on.
-    public var description: String {
+    /// how to go on (with `FILE` for the trace; ``report(file:)`` names it).
+    public var description: String { report(file: "FILE") }
+
+    /// The report, its hint naming the trace at `file` (quoted for a shell when it needs it).
+    public func report(file: String) -> String {
+        let safe = file.allSatisfy { $0.isLetter || $0.isNumber || "/._-+:@%=,".contains($0) }
+        let name = safe && !file.isEmpty ? file : "'" + file.replacingOccurrences(of: "'", with: "'\\''") + "'"
         var lines = ["divergence at record #\(record), t=\(time)\(generation.map { ", generation g\($0)" } ?? "") (\(kind.rawValue))"]
         if let rule { lines.append("  rule:     \(rule)") }
         lines.append("  expected: \(expected)")
@@ -67,7 +72,7 @@ public struct Divergence: Sendable, Equatable, CustomStringConvertible {
         }
         lines.append("  context:")
         lines += context.map { "    \($0)" }
-        lines.append("To investigate: relaytrace replay FILE --until \(time.seconds)s --step, or relaytrace show FILE \(record).")
+        lines.append("To investigate: relaytrace replay \(name) --until \(time.seconds)s --step, or relaytrace show \(name) \(record).")
         return lines.joined(separator: "\n")
     }
 

@@ -246,8 +246,15 @@ final class RelayInvariants {
 /// Writes shrunk runs out.
 public enum PerturbationOutput {
     /// Writes `records` as a trace at `path` under `header` (with `perturbation` = the faults and the
-    /// violation in its extra members), and the fault list as JSON at `path + ".faults.json"`.
-    public static func write(header: TraceHeader, records: [TraceRecord], run: PerturbedRun, to path: String) throws(TraceError) {
+    /// violation in its extra members), and the fault list as JSON at `path + ".faults.json"`. Without
+    /// `overwrite`, an existing file at either path is refused (an `io` error with `EEXIST`) before
+    /// anything is written.
+    public static func write(header: TraceHeader, records: [TraceRecord], run: PerturbedRun, to path: String, overwrite: Bool = true) throws(TraceError) {
+        if !overwrite, let existing = [path, path + ".faults.json"].first(where: { FileManager.default.fileExists(atPath: $0) }) {
+            var e = TraceError(.io, "cannot create \(existing): File exists")
+            e.systemErrno = EEXIST
+            throw e
+        }
         var h = header
         var info: [String: JSONValue] = ["faults": Fault.json(run.faults)]
         if let s = run.seed { info["seed"] = .string(String(s)) }

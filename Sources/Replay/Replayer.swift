@@ -51,9 +51,9 @@ public enum ReplayEvent: Sendable, Equatable {
 
 /// A condition to stop a replay before a record.
 public enum ReplayCondition: Sendable, CustomStringConvertible {
-    /// Stop at the first record at or after this time.
+    /// Stop at the first record at or after this time (only there: continuing goes on).
     case time(Moment)
-    /// Stop before this record index.
+    /// Stop before this record index (only there: continuing from it goes on to the end).
     case record(Int)
     /// Stop before a frame whose message `type` is this (`rpc.request`, `registered`, ...).
     case messageType(String)
@@ -479,8 +479,9 @@ public final class Replayer {
     private func holds(_ c: ReplayCondition, before index: Int) -> Bool {
         let r = records[index]
         switch c {
-        case .time(let t): return r.time >= t
-        case .record(let n): return index >= n
+        // The first record at or after `t` only (a breakpoint, not every record after it).
+        case .time(let t): return r.time >= t && (index == 0 || records[index - 1].time < t)
+        case .record(let n): return index == n
         case .messageType(let type):
             guard r.kind == .frameText else { return false }
             return (try? JSONValue(parsing: r.payload))?["type"]?.stringValue == type

@@ -347,8 +347,8 @@ public final class WatchReplayer: CustomStringConvertible {
 
     private func holds(_ c: ReplayCondition, before index: Int) -> Bool {
         switch c {
-        case .record(let n): return index >= n
-        case .time(let t): return records[index].time >= t
+        case .record(let n): return index == n
+        case .time(let t): return records[index].time >= t && (index == 0 || records[index - 1].time < t)
         case .timer(let name):
             let r = records[index]
             guard r.kind == .timerFired, r.channel == .watch, let json = try? JSONValue(parsing: r.payload) else { return false }

@@ -99,4 +99,28 @@ import Testing
         #expect(e?.column == column, "\(text): \(String(describing: e))")
         #expect(e?.description.contains("line \(line), column \(column)") == true)
     }
+
+    /// A name that would match nothing is refused where it stands, with what was meant (it was accepted
+    /// and matched no frame before).
+    @Test(arguments: [
+        ("at 5s relay drop from-client type=chat:timeline-interest", 30, "it is an event type: write event=chat:timeline-interest"),
+        ("at 5s relay drop to-client method=session.lst", 28, "did you mean 'session.list'?"),
+        ("at 5s relay delay to-client by=1s event=device-stat", 35, "did you mean 'device-status'?"),
+        ("at 5s relay drop to-client type=rpc.reponse", 28, "did you mean 'rpc.response'?"),
+        ("on rpc.requst relay close-client", 4, "did you mean 'rpc.request'?"),
+        ("at 0s desktop ignore method=session.lsit", 22, "did you mean 'session.list'?"),
+    ])
+    func unknownNamesAreRefusedWithASuggestion(_ text: String, _ column: Int, _ hint: String) {
+        let e = failure(text)
+        #expect(e?.column == column, "\(text): \(String(describing: e))")
+        #expect(e?.message.contains("would match nothing") == true, "\(String(describing: e))")
+        #expect(e?.message.contains(hint) == true, "\(String(describing: e))")
+    }
+
+    @Test func knownNamesStillParse() throws {
+        for line in ["at 5s relay drop from-client event=chat:timeline-interest", "at 5s relay drop to-client type=binary",
+                     "at 5s relay drop to-client type=rpc.response method=files.search", "on rpc.request method=system.ping relay close-client"] {
+            #expect(failure(line) == nil, "\(line)")
+        }
+    }
 }

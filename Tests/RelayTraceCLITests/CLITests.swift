@@ -264,7 +264,7 @@ func writeSampleTrace(close: Bool = true, extraRecords: Int = 0) throws -> Strin
 
         let t = try relaytrace(["frames", path, "--format", "table"])
         #expect(t.status == 0)
-        #expect(t.stdout.split(separator: "\n").count == 10)
+        #expect(t.stdout.split(separator: "\n").count == 11)  // the header row and 10 records
         #expect(t.stdout.contains("PTC1 session=t1"))
     }
 

@@ -30,20 +30,23 @@ func duckdbPython() -> String? {
         defer { for p in [path, pcap] { try? FileManager.default.removeItem(atPath: p) } }
         #expect(try relaytrace(["export", path, "--format", "pcapng", "-o", pcap]).status == 0)
         let tshark = try #require(which("tshark"))
-        // Every packet goes to the websocket dissector; text frames are decoded as JSON.
+        // Every message goes to the websocket dissector (text frames decoded as JSON), each upgrade and its
+        // answer to the http one.
         let all = try runProcess(tshark, ["-r", pcap, "-o", "websocket.text_type:As JSON", "-T", "fields",
-                                          "-e", "frame.interface_name", "-e", "websocket.opcode", "-e", "json.member"])
+                                          "-e", "frame.interface_name", "-e", "websocket.opcode", "-e", "json.member", "-e", "http.response.code"])
         #expect(all.status == 0, "\(all.stderr)")
-        let rows = all.stdout.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
-        #expect(rows.count == 28)
-        #expect(rows.allSatisfy { $0.count == 3 && !$0[1].isEmpty }, "\(all.stdout)")
+        let allRows = all.stdout.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+        #expect(allRows.count == 34)
+        let rows = allRows.filter { !$0[1].isEmpty }.map { Array($0.prefix(3)) }
+        #expect(rows.count == 28)  // 26 messages and 2 closes
+        #expect(allRows.filter { $0[1].isEmpty }.map { $0[3] } == ["", "101", "", "101", "", "101"], "\(all.stdout)")
         #expect(rows.filter { $0[1] == "1" }.allSatisfy { $0[2].contains("type") }, "text frames not decoded as JSON: \(all.stdout)")
         // One generation by interface name.
         let g2 = try runProcess(tshark, ["-r", pcap, "-o", "websocket.text_type:As JSON", "-Y", "frame.interface_name == \"gen2\"",
                                          "-T", "fields", "-e", "frame.interface_name", "-e", "json.value.string"])
         #expect(g2.status == 0, "\(g2.stderr)")
         let g2rows = g2.stdout.split(separator: "\n")
-        #expect(g2rows.count == 6)  // 5 frames and the close
+        #expect(g2rows.count == 8)  // the upgrade and its 101, 5 frames and the close
         #expect(g2rows.allSatisfy { $0.hasPrefix("gen2\t") })
         #expect(g2rows.contains { $0.contains("resumed") })
         #expect(g2rows.contains { $0.contains("system.ping") })

@@ -142,7 +142,8 @@ func corruptCopy(_ path: String) throws -> String {
         let raw = try relaytrace(["frames", path, "--format", "raw", "--type", "pong", "--gen", "1"])
         #expect(raw.stdout == String(repeating: "{\"type\":\"pong\"}\n", count: 5))
         let table = try relaytrace(["frames", path, "--format", "table"])
-        #expect(table.stdout.split(separator: "\n").count == relayTraceRecordCount)
+        #expect(table.stdout.split(separator: "\n").count == relayTraceRecordCount + 1)  // and the header row
+        #expect(table.stdout.hasPrefix("#      time       gen  dir type            summary\n"))
         #expect(table.stdout.contains("rpc.response"))
         #expect(table.stdout.contains("method=session.list latency=120.0ms"))
         #expect(table.stdout.contains("PTC1            PTC1 session=t1 11 bytes \"hello world\""))
@@ -251,8 +252,9 @@ func corruptCopy(_ path: String) throws -> String {
         let h = try relaytrace(["timeline", path, "--html", html])
         #expect(h.status == 0)
         // The viewer's page saved with its data: g3 overlaps g2, so the generations take two rows; the
-        // armed timer and the watch-channel marker have their lanes.
-        #expect(h.stdout.contains("7 lanes in 6 rows, 4 check(s) failed"), "\(h.stdout)")
+        // armed timer and the watch-channel marker have their lanes. The note goes to stderr.
+        #expect(h.stdout.isEmpty)
+        #expect(h.stderr.contains("7 lanes in 6 rows, 4 check(s) failed"), "\(h.stderr)")
         let page = try String(contentsOfFile: html, encoding: .utf8)
         #expect(page.hasPrefix("<!DOCTYPE html>"), "\(page.prefix(200))")
         #expect(page.contains("<script type=\"application/json\" id=\"embedded\">"))
@@ -336,7 +338,7 @@ func corruptCopy(_ path: String) throws -> String {
         #expect(at == bytes.count)
         #expect(types.first == 0x0A0D_0D0A)
         #expect(types.filter { $0 == 1 }.count == 3)  // one interface per generation
-        #expect(types.filter { $0 == 6 }.count == 28)  // 26 frames and 2 closes
+        #expect(types.filter { $0 == 6 }.count == 34)  // 26 frames, 2 closes, and each of the 3 upgrades with its answer
     }
 
     @Test func redactRekeysAndStrengthens() throws {
@@ -348,7 +350,7 @@ func corruptCopy(_ path: String) throws -> String {
         let old = try TraceReader(path: path)
         let new = try TraceReader(path: out)
         #expect(new.header.redaction.keyID != old.header.redaction.keyID)
-        #expect(r.stdout.contains("key id \(new.header.redaction.keyID) (new)"))
+        #expect(r.stderr.contains("key id \(new.header.redaction.keyID) (new)"))  // a note: stderr
         #expect(new.header.client["deviceName"]?.stringValue?.hasPrefix("rt:redacted:") == true)
         let a = old.readAll().entries
         let b = new.readAll().entries
