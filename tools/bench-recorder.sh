@@ -8,7 +8,7 @@
 # 3. The trace writer on the tour's record mix (a simulated 24 h tour's records appended again and again,
 #    nothing dropped): records/s of wall time and per CPU-second of the writer thread.
 # Figures go to docs/BENCHMARKS.md.
-# Usage: tools/bench-recorder.sh [SENDS] [ROUNDS] [TOUR_RECORDS]   (defaults 100000 5 5000000)
+# Usage: tools/bench-recorder.sh [SENDS] [ROUNDS] [TOUR_RECORDS]   (defaults 50000 11 5000000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for p in relaytrace-wirebench relaytrace-bench relaytrace; do swift build -c release --product $p >/dev/null; done
@@ -16,7 +16,7 @@ BIN="$(swift build -c release --show-bin-path)"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/relaytrace-bench-recorder.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 echo "== $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run"
-"$BIN/relaytrace-wirebench" recorder --sends "${1:-100000}" --rounds "${2:-5}"
+"$BIN/relaytrace-wirebench" recorder --sends "${1:-50000}" --rounds "${2:-11}"
 "$BIN/relaytrace-wirebench" append --sends 1000000
 "$BIN/relaytrace" simulate --scenario tour --duration 24h --output "$TMP/tour.rtrace" >/dev/null
 "$BIN/relaytrace-bench" tour "$TMP/tour.rtrace" "$TMP/out.rtrace" --records "${3:-5000000}"
