@@ -76,7 +76,7 @@ rt_measure "$RT" stats "$T" --since "$MID" --until "$MID1"; row "stats --since $
 rt_measure "$RT" show "$T" "$NMID"; SHOW=$B_S; row "seek: show $NMID (the middle record)" "$B_S" "$B_RSS" "-"
 rt_measure env RELAYTRACE_SCAN_WORKERS=0 "$RT" frames "$T" --type heartbeat --format jsonl; row "frames --type heartbeat, plain reader" "$B_S" "$B_RSS" "$JQ_TYPE"
 rt_measure env RELAYTRACE_SCAN_WORKERS=1 "$RT" frames "$T" --type heartbeat --format jsonl; row "frames --type heartbeat, 1 decoding thread" "$B_S" "$B_RSS" "$JQ_TYPE"
-measure "$RT" info "$T"; row "info (process start, header, index)" "$B_S" "$B_RSS" "-"
+measure "$RT" info "$T"; row "info" "$B_S" "$B_RSS" "-"
 echo
 echo "jq baselines (zstdcat FILE.jsonl.zst | jq -c FILTER): type $JQ_TYPE s, grep $JQ_GREP s, window $JQ_WIN s"
 echo "lines: --type heartbeat $("$RT" frames "$T" --type heartbeat --format jsonl | wc -l), window $("$RT" frames "$T" --since "$MID" --until "$MID1" | wc -l), grep $("$RT" frames "$T" --grep session.list | wc -l)"
