@@ -97,13 +97,12 @@ enum FramesCommand {
     /// One aligned line: index, time, generation, direction, type, summary.
     static func tableLine(_ rec: InspectedRecord, color: Bool) -> String {
         let r = rec.record
-        let what = rec.type ?? (rec.terminal != nil ? "PTC1" : r.kind.name)
+        let what = rec.typeName
         var line = String(rec.number).padding(7) + r.time.description.padding(11)
         line += (r.generation.map { "g\($0)" } ?? "-").padding(5)
         let dir = (r.direction.map { $0 == .inbound ? "<-" : "->" } ?? " ").padding(3)
         line += Terminal.paint(dir, r.direction == .inbound ? "36" : "32", color && r.direction != nil)
-        let failed = r.kind == .transportFailed || rec.type == "error" || (rec.type == "rpc.response" && !((rec.json?["error"] ?? rec.json?["payload"]?["error"]) ?? .null).isNull)
-        line += Terminal.paint(what.padding(16), failed ? "31" : "1", color)
+        line += Terminal.paint(what.padding(16), rec.isFailure ? "31" : "1", color)
         var summary = rec.summary
         if rec.type != nil, summary.hasPrefix(what + " ") { summary = String(summary.dropFirst(what.count + 1)) }
         if r.channel != .relay { summary = "[\(r.channel)] " + summary }

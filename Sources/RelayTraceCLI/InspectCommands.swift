@@ -6,6 +6,7 @@ import Darwin
 import Inspect
 import RelayProtocol
 import Trace
+import Viewer
 
 /// Opens `path` for writing (mode 0600, truncating; `-` is stdout) as an `Output`.
 func openOutput(_ path: String, _ ctx: CLIContext) -> Output? {
@@ -93,25 +94,7 @@ enum ShowCommand {
             return .usage
         }
         let rec = InspectedRecord(entry)
-        guard case .object(var o) = rec.jsonLine else { return .success }
-        if rec.record.kind == .frameBinary {
-            o["base64"] = .string(base64(rec.record.payload))
-            if let t = rec.terminal { o["data"] = .string(String(decoding: t.data, as: UTF8.self)) }
-        } else if rec.json == nil, !rec.record.payload.isEmpty {
-            o["text"] = .string(rec.record.payloadText)
-        }
-        var paths: [String] = []
-        func find(_ j: JSONValue, _ p: String) {
-            switch j {
-            case .object(let m): for (k, v) in m.sorted(by: { $0.key < $1.key }) { find(v, p + "." + k) }
-            case .array(let a): for (i, v) in a.enumerated() { find(v, "\(p)[\(i)]") }
-            case .string(let s): if s.contains(Redactor.placeholderPrefix) { paths.append(p) }
-            default: break
-            }
-        }
-        for key in ["json", "text"] { if let v = o[key] { find(v, "$." + key) } }
-        o["redacted"] = .array(paths.map { .string($0) })
-        var text = JSONValue.object(o).prettyText()
+        var text = rec.detail.prettyText()
         if Terminal.useColor(args.value("color")) {
             text = text.replacingAll(Redactor.placeholderPrefix) { "\u{1B}[35m" + $0 + "\u{1B}[0m" }
         }
@@ -170,7 +153,7 @@ enum TimelineCommand {
     static let spec = CommandSpec(
         name: "timeline",
         abstract: "Draw a trace's timeline (ASCII, or self-contained HTML/SVG) with derived checks.",
-        discussion: "One lane per generation (open, register, registered, heartbeats, RPC spans, close), a lease lane and a recovery lane. Checks printed under the picture: lease renewed late (> 25 s) or after expiry (> 40 s), two live generations at once, a registration that never completed, a timer that fired without being armed. --html writes a page that zooms (wheel, buttons), pans (drag) and shows the frame under the mouse.",
+        discussion: "One lane per generation (open, register, registered, heartbeats and pings, RPC spans, close), a lease lane (renewals held until the next, the release or expiry), a recovery lane (epochs), a timer lane (armed to fired, cancelled or deadline) and a watch lane for watch-channel records. Checks printed under the picture: lease renewed late (> 25 s) or after expiry (> 40 s), two live generations at once, a registration that never completed, a timer that fired without being armed. --html saves the page of 'relaytrace view' with the trace's data in it (one self-contained file to share: generations packed into rows, zoom that redraws its ticks, frame list, filter, detail pane; the first \(SavedPage.maxRecords) records listed).",
         arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
         options: [
             OptionSpec(long: "html", valueName: "out", help: "Write the HTML page to this file instead of drawing ASCII."),
@@ -185,21 +168,29 @@ enum TimelineCommand {
         }
         let w: (since: Moment?, until: Moment?)
         do { w = try window(args, "timeline") } catch { return RelayTraceCommand.usageError(error, ctx) }
+        if args.value("html") != nil && (w.since != nil || w.until != nil) {
+            return RelayTraceCommand.usageError(UsageError(message: "--since/--until draw part of the ASCII picture; the page --html saves covers the whole trace (relaytrace view zooms into any window)", commandPath: ["relaytrace", "timeline"]), ctx)
+        }
         let path = args.positionals["file"] ?? ""
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(path, ctx) } catch { return error }
+        if let out = args.value("html") {
+            // The viewer's page saved with its data (relaytrace view serves the same page live).
+            let title = path == "-" ? "stdin" : path
+            let page = SavedPage(reader: reader, title: title)
+            guard let o = openOutput(out, ctx) else { return .ioError }
+            o.write(page.html(title: title))
+            let code = finishOutput(o, out, ctx)
+            if code != .success { return code }
+            let rows = TimelineLayout(page.timeline).rows.count
+            ctx.stdout.line("wrote \(out): \(page.timeline.lanes.count) lanes in \(rows) rows, \(page.timeline.checks.count) check(s) failed")
+            if let error = page.problem { return readFailure(error, ctx) }
+            return args.flag("strict") && !page.timeline.checks.isEmpty ? .found : .success
+        }
         var t = Timeline()
         let error = readAll(reader, label: "timeline", since: w.since, until: w.until) { t.add($0); return true }
         t.finish()
-        if let out = args.value("html") {
-            guard let o = openOutput(out, ctx) else { return .ioError }
-            o.write(t.html(title: path == "-" ? "stdin" : path))
-            let code = finishOutput(o, out, ctx)
-            if code != .success { return code }
-            ctx.stdout.line("wrote \(out): \(t.lanes.count) lanes, \(t.checks.count) check(s) failed")
-        } else {
-            ctx.stdout.write(t.ascii(width: width))
-        }
+        ctx.stdout.write(t.ascii(width: width))
         if let error { return readFailure(error, ctx) }
         return args.flag("strict") && !t.checks.isEmpty ? .found : .success
     }
