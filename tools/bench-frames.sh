@@ -28,16 +28,24 @@ MID=$("$RT" info "$T" --format json | jq -r '.duration / 2 | floor * 10 / 10')
 MID1=$(awk -v m="$MID" 'BEGIN { printf "%.1f", m + 1 }')
 NMID=$("$RT" info "$T" --format json | jq -r '.records / 2 | floor')
 
-# best SECONDS RSS_KB of RUNS runs of "$@" (stdout to /dev/null); sets B_S and B_RSS
+# best SECONDS RSS_KB of RUNS runs of "$@" (stdout to /dev/null); sets B_S and B_RSS. The wall time is
+# read from the nanosecond clock around the run (GNU time's %e has 10 ms steps), so it includes starting
+# the process; the peak RSS is GNU time's. MAX_RSS keeps the largest peak of every relaytrace command.
+MAX_RSS=0
 measure() {
     B_S=1e9; B_RSS=0
     for _ in $(seq "$RUNS"); do
+        local t0 t1
+        t0=$(date +%s%N)
         /usr/bin/time -f "%e %M" -o "$TMP/t" "$@" >/dev/null 2>"$TMP/err" || { echo "bench: '$*' failed: $(cat "$TMP/err")" >&2; exit 1; }
-        read -r s rss < <(tail -1 "$TMP/t")
+        t1=$(date +%s%N)
+        read -r _ rss < <(tail -1 "$TMP/t")
+        s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
         B_S=$(awk -v a="$B_S" -v b="$s" 'BEGIN { print (b < a) ? b : a }')
         B_RSS=$(awk -v a="$B_RSS" -v b="$rss" 'BEGIN { print (b > a) ? b : a }')
     done
 }
+rt_measure() { measure "$@"; MAX_RSS=$(awk -v a="$MAX_RSS" -v b="$B_RSS" 'BEGIN { print (b > a) ? b : a }'); }
 
 
 measure zstd -q -dc "$T"; ZSTD=$B_S
@@ -58,17 +66,31 @@ JQ_TYPE=$(jq_time 'select(.type == "heartbeat")')
 JQ_GREP=$(jq_time 'select(tojson | contains("session.list"))')
 JQ_WIN=$(jq_time "select(.t >= $MID and .t <= $MID1)")
 
-measure "$RT" frames "$T" --type heartbeat --format jsonl; TYPE=$B_S; row "frames --type heartbeat --format jsonl" "$B_S" "$B_RSS" "$JQ_TYPE"
-measure "$RT" frames "$T" --grep session.list; row "frames --grep session.list" "$B_S" "$B_RSS" "$JQ_GREP"
-measure "$RT" stats "$T"; row "stats" "$B_S" "$B_RSS" "-"
-measure "$RT" frames "$T" --since "$MID" --until "$MID1"; WIN=$B_S; row "frames --since $MID --until $MID1 (1 s, jsonl)" "$B_S" "$B_RSS" "$JQ_WIN"
-measure "$RT" frames "$T" --since "$MID" --until "$MID1" --format raw; row "frames --since $MID --until $MID1 --format raw" "$B_S" "$B_RSS" "-"
-measure "$RT" frames "$T" --since "$MID" --until "$MID1" --type heartbeat; row "  ... --type heartbeat (jsonl)" "$B_S" "$B_RSS" "-"
-measure sh -c "'$RT' frames '$T' --since $MID --until $MID1 | head -1"; row "seek: first record of that window" "$B_S" "$B_RSS" "-"
-measure "$RT" show "$T" "$NMID"; row "seek: show $NMID (the middle record)" "$B_S" "$B_RSS" "-"
-measure env RELAYTRACE_SCAN_WORKERS=0 "$RT" frames "$T" --type heartbeat --format jsonl; row "frames --type heartbeat, plain reader" "$B_S" "$B_RSS" "$JQ_TYPE"
-measure env RELAYTRACE_SCAN_WORKERS=1 "$RT" frames "$T" --type heartbeat --format jsonl; row "frames --type heartbeat, 1 decoding thread" "$B_S" "$B_RSS" "$JQ_TYPE"
+rt_measure "$RT" frames "$T" --type heartbeat --format jsonl; TYPE=$B_S; row "frames --type heartbeat --format jsonl" "$B_S" "$B_RSS" "$JQ_TYPE"
+rt_measure "$RT" frames "$T" --grep session.list; GREP=$B_S; row "frames --grep session.list" "$B_S" "$B_RSS" "$JQ_GREP"
+rt_measure "$RT" stats "$T"; STATS=$B_S; row "stats" "$B_S" "$B_RSS" "-"
+rt_measure "$RT" frames "$T" --since "$MID" --until "$MID1"; WIN=$B_S; row "frames --since $MID --until $MID1 (1 s, table)" "$B_S" "$B_RSS" "$JQ_WIN"
+rt_measure "$RT" frames "$T" --since "$MID" --until "$MID1" --format raw; row "frames --since $MID --until $MID1 --format raw" "$B_S" "$B_RSS" "-"
+rt_measure "$RT" frames "$T" --since "$MID" --until "$MID1" --type heartbeat; row "  ... --type heartbeat" "$B_S" "$B_RSS" "-"
+rt_measure "$RT" stats "$T" --since "$MID" --until "$MID1"; row "stats --since $MID --until $MID1" "$B_S" "$B_RSS" "-"
+rt_measure "$RT" show "$T" "$NMID"; SHOW=$B_S; row "seek: show $NMID (the middle record)" "$B_S" "$B_RSS" "-"
+rt_measure env RELAYTRACE_SCAN_WORKERS=0 "$RT" frames "$T" --type heartbeat --format jsonl; row "frames --type heartbeat, plain reader" "$B_S" "$B_RSS" "$JQ_TYPE"
+rt_measure env RELAYTRACE_SCAN_WORKERS=1 "$RT" frames "$T" --type heartbeat --format jsonl; row "frames --type heartbeat, 1 decoding thread" "$B_S" "$B_RSS" "$JQ_TYPE"
+measure "$RT" info "$T"; row "info" "$B_S" "$B_RSS" "-"
 echo
 echo "jq baselines (zstdcat FILE.jsonl.zst | jq -c FILTER): type $JQ_TYPE s, grep $JQ_GREP s, window $JQ_WIN s"
 echo "lines: --type heartbeat $("$RT" frames "$T" --type heartbeat --format jsonl | wc -l), window $("$RT" frames "$T" --since "$MID" --until "$MID1" | wc -l), grep $("$RT" frames "$T" --grep session.list | wc -l)"
+echo
+echo "done-when (issue 16), this run:"
+verdict() { awk -v v="$2" -v g="$3" -v op="$4" -v label="$1" 'BEGIN { ok = (op == "<") ? (v < g) : (v >= g); printf "  %-46s %10s  goal %s %s  %s\n", label, v, op, g, ok ? "met" : "NOT MET" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+verdict "seek: 1 s from the middle, seconds" "$WIN" 0.010 "<"
+verdict "seek: show the middle record, seconds" "$SHOW" 0.010 "<"
+verdict "--type heartbeat vs zstd -dc" "$(ratio "$ZSTD" "$TYPE")" 0.5 ">="
+verdict "--grep session.list vs zstd -dc" "$(ratio "$ZSTD" "$GREP")" 0.5 ">="
+verdict "stats vs zstd -dc" "$(ratio "$ZSTD" "$STATS")" 0.5 ">="
+verdict "--type vs zstdcat | jq, same filter" "$(ratio "$JQ_TYPE" "$TYPE")" 10 ">="
+verdict "--grep vs zstdcat | jq, same filter" "$(ratio "$JQ_GREP" "$GREP")" 10 ">="
+verdict "1 s window vs zstdcat | jq, same filter" "$(ratio "$JQ_WIN" "$WIN")" 10 ">="
+verdict "peak RSS of every relaytrace command, MiB" "$((MAX_RSS / 1024))" 64 "<"
 echo "== load average $(cut -d' ' -f1-3 /proc/loadavg) after the run"

@@ -194,25 +194,57 @@ public struct Redactor: Sendable, Hashable {
     /// `bearer` followed by a space or tab (any case), a `\u` escape (which could spell a key), or a
     /// quote followed by a secret key name (any case) and a closing quote.
     static func mayContainSecret(_ u: [UInt8]) -> Bool {
-        u.withUnsafeBufferPointer { b in
-            let n = b.count
-            var i = 0
-            while i + 3 <= n {
-                switch b[i] {
-                case 0x65:  // e
-                    if b[i + 1] == 0x79, b[i + 2] == 0x4A { return true }
-                case 0x62, 0x42:  // b B
-                    if i + 7 <= n, b[i + 1] | 0x20 == 0x65, b[i + 2] | 0x20 == 0x61, b[i + 3] | 0x20 == 0x72,
-                        b[i + 4] | 0x20 == 0x65, b[i + 5] | 0x20 == 0x72, b[i + 6] == 0x20 || b[i + 6] == 0x09 { return true }
-                case 0x5C:  // backslash
-                    if b[i + 1] == 0x75 { return true }
-                case 0x22:  // quote: a secret key name?
-                    if secretKeyFirstBytes[Int(b[i + 1] | 0x20)], quotedSecretKey(b, at: i + 1) { return true }
-                default: break
+        let firstBytes = secretKeyFirstBytes
+        let byLength = secretKeysByLength
+        return u.withUnsafeBufferPointer { b in
+            firstBytes.withUnsafeBufferPointer { first in
+                let n = b.count
+                guard n >= 3, let base = b.baseAddress else { return false }
+                let last = n - 3  // the positions checked: 0...last
+                // The test at one position.
+                func check(_ i: Int) -> Bool {
+                    switch b[i] {
+                    case 0x65:  // e
+                        return b[i + 1] == 0x79 && b[i + 2] == 0x4A
+                    case 0x62, 0x42:  // b B
+                        return i + 7 <= n && b[i + 1] | 0x20 == 0x65 && b[i + 2] | 0x20 == 0x61 && b[i + 3] | 0x20 == 0x72
+                            && b[i + 4] | 0x20 == 0x65 && b[i + 5] | 0x20 == 0x72 && (b[i + 6] == 0x20 || b[i + 6] == 0x09)
+                    case 0x5C:  // backslash
+                        return b[i + 1] == 0x75
+                    case 0x22:  // quote: a secret key name?
+                        return first[Int(b[i + 1] | 0x20)] && quotedSecretKey(b, at: i + 1, byLength)
+                    default:
+                        return false
+                    }
                 }
-                i += 1
+                // Eight positions at a time, testing only those where one can start: a quote, a
+                // backslash, `e` before `y`, `b`/`B` before `e`/`E` (the word masks may also mark a few
+                // other positions; the test decides each).
+                let ones: UInt64 = 0x0101_0101_0101_0101
+                let highs: UInt64 = 0x8080_8080_8080_8080
+                let lower: UInt64 = 0x2020_2020_2020_2020
+                @inline(__always) func zeros(_ x: UInt64) -> UInt64 { (x &- ones) & ~x & highs }
+                let raw = UnsafeRawPointer(base)
+                var i = 0
+                while i + 9 <= n {
+                    let w = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                    let w1 = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: i + 1, as: UInt64.self))
+                    var m = zeros(w ^ (0x22 &* ones)) | zeros(w ^ (0x5C &* ones))
+                        | (zeros(w ^ (0x65 &* ones)) & zeros(w1 ^ (0x79 &* ones)))
+                        | (zeros((w | lower) ^ (0x62 &* ones)) & zeros((w1 | lower) ^ (0x65 &* ones)))
+                    while m != 0 {
+                        let p = i + m.trailingZeroBitCount / 8
+                        if p <= last, check(p) { return true }
+                        m &= m &- 1
+                    }
+                    i += 8
+                }
+                while i <= last {
+                    if check(i) { return true }
+                    i += 1
+                }
+                return false
             }
-            return false
         }
     }
 
@@ -239,12 +271,12 @@ public struct Redactor: Sendable, Hashable {
     /// Whether the bytes from `start` up to the next `"` spell a secret key name (ASCII case-insensitive).
     /// No key byte can match a `"` (`"` | 0x20 is still `"`), so only the keys as long as the distance to
     /// the first quote can match: that quote is found first, then only those keys are compared.
-    private static func quotedSecretKey(_ b: UnsafeBufferPointer<UInt8>, at start: Int) -> Bool {
-        let limit = min(b.count, start + longestSecretKey + 1)
+    private static func quotedSecretKey(_ b: UnsafeBufferPointer<UInt8>, at start: Int, _ byLength: [[[UInt8]]]) -> Bool {
+        let limit = min(b.count, start + byLength.count)
         var j = start
         while j < limit, b[j] != 0x22 { j += 1 }
         guard j < limit else { return false }
-        for key in secretKeysByLength[j - start] {
+        for key in byLength[j - start] {
             var match = true
             for k in 0..<key.count where b[start + k] | 0x20 != key[k] {
                 match = false

@@ -2,6 +2,9 @@
 //
 //   relaytrace-bench write FILE [--bytes N] [--seed S]   generate realistic records, write them, report
 //   relaytrace-bench scan FILE                           read every record, report
+//   relaytrace-bench tour SOURCE FILE [--records N]      write SOURCE's records (a simulated tour) over and
+//                                                        over, N in all, through TraceWriter; report records/s
+//                                                        and the writer thread's CPU per record
 //
 // `write` first builds a pool of ~64 MiB of varied records modelled on PROTOCOL.md traffic (heartbeats,
 // pongs, rpc requests and responses with fresh ids, relay and desktop events, chat timeline updates,
@@ -12,6 +15,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
 import RelayProtocol
 import Trace
 
@@ -202,6 +206,76 @@ func scanBench(path: String) {
     say("scan.mb_per_second \(format3(Double(payload) / seconds / 1e6))")
 }
 
+/// CPU seconds used so far by this process's threads other than the main one (from
+/// /proc/self/task/*/stat, in clock ticks): in `tour`, the writer's thread.
+func otherThreadsCPU() -> Double {
+    guard let dir = opendir("/proc/self/task") else { return 0 }
+    defer { closedir(dir) }
+    var total = 0.0
+    let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
+    let main = String(getpid())
+    while let e = readdir(dir) {
+        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard name != ".", name != "..", name != main else { continue }
+        guard let stat = try? String(contentsOfFile: "/proc/self/task/\(name)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { continue }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state (0), ..., utime (11), stime (12).
+        if fields.count > 12, let u = Double(fields[11]), let s = Double(fields[12]) { total += (u + s) / hz }
+    }
+    return total
+}
+
+/// The tour's record mix through the writer: SOURCE's records appended again and again (one microsecond
+/// apart, as a capture at 1M records/s would make them), `count` in all, with the default options (zstd 3, 1 MiB chunks, redaction on) and
+/// `blockWhenFull` (the producer waits for room: nothing may be dropped).
+func tourBench(source: String, path: String, count: Int) {
+    var pool: [TraceRecord] = []
+    do {
+        let r = try TraceReader(path: source)
+        while let e = try r.next() { pool.append(e.record) }
+    } catch {
+        fail("\(source): \(error)")
+    }
+    guard !pool.isEmpty else { fail("\(source) has no records") }
+    var options = TraceWriterOptions()
+    options.overwrite = true
+    options.blockWhenFull = true
+    let header = TraceHeader(seed: 1, wallClockStart: "2026-01-15T10:00:00Z", simulated: true, client: ["bench": "tour"])
+    let writer: TraceWriter
+    do { writer = try TraceWriter(path: path, header: header, options: options) } catch { fail("\(error)") }
+    let start = now()
+    let cpuStart = cpuTime()
+    var written = 0
+    var bytes = 0
+    outer: while true {
+        for var r in pool {
+            // A capture at 1M records/s: one microsecond apart (chunks then fill by size, as they would).
+            r.time = Moment(nanoseconds: Int64(written) * 1_000)
+            writer.append(r)
+            written += 1
+            bytes += r.payload.count + 24
+            if written >= count { break outer }
+        }
+    }
+    writer.flush()  // everything appended is in the file: the writer thread's CPU is all of it
+    let writerCPU = otherThreadsCPU()
+    let summary: TraceWriterSummary
+    do { summary = try writer.close() } catch { fail("\(error)") }
+    let seconds = now() - start
+    let cpu = cpuTime() - cpuStart
+    say("tour.source_records \(pool.count)")
+    say("tour.records \(summary.records)")
+    say("tour.dropped \(summary.dropped)")
+    say("tour.mean_record_bytes \(bytes / max(1, written))")
+    say("tour.seconds \(format3(seconds))")
+    say("tour.records_per_second \(Int(Double(written) / seconds))")
+    say("tour.cpu_seconds \(format3(cpu))")
+    say("tour.records_per_cpu_second \(Int(Double(written) / cpu))")
+    say("tour.writer_thread_cpu_seconds \(format3(writerCPU))")
+    say("tour.records_per_writer_cpu_second \(Int(Double(written) / max(writerCPU, 1e-9)))")
+}
+
 let args = Array(CommandLine.arguments.dropFirst())
 guard let verb = args.first, args.count >= 2 else { fail("usage: relaytrace-bench write FILE [--bytes N] [--seed S] | scan FILE") }
 func option(_ name: String) -> String? {
@@ -213,6 +287,9 @@ case "write":
     writeBench(path: args[1], bytes: Int(option("--bytes") ?? "") ?? 1_100_000_000, seed: UInt64(option("--seed") ?? "") ?? 1)
 case "scan":
     scanBench(path: args[1])
+case "tour":
+    guard args.count >= 3 else { fail("usage: relaytrace-bench tour SOURCE FILE [--records N]") }
+    tourBench(source: args[1], path: args[2], count: Int(option("--records") ?? "") ?? 5_000_000)
 default:
     fail("unknown verb \(verb)")
 }

@@ -12,7 +12,9 @@
 //   relaytrace-wirebench recorder [--sends N] [--rounds R]
 //       The in-app recorder's cost on the send path of the project's Net client: N sends of a 300-byte
 //       `rpc.request` over a WebSocket to a draining server, with and without `WireSocket.sent` before
-//       each send; CPU time of the sending thread per send, and wall time, per variant; the ratio.
+//       each send; CPU time of the sending thread per send, wall time (and sends/s), and the whole
+//       process's CPU per send once the server has drained and the writer has written everything (the
+//       writer thread's redaction and compression included), per variant; the ratios.
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,6 +46,13 @@ func monotonic() -> Double {
 func threadCPU() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// CPU time of every thread of this process (the sender, the draining server, the trace writer).
+func processCPU() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
@@ -214,20 +223,31 @@ func recorderBenchmark() {
     let message = #"{"type":"rpc.request","payload":{"id":"0F6C2B7E-6A3B-4C1E-9E55-0B7E1D2A9C44","method":"session.update","params":{"sessionId":"sess-8d1c","updateData":{"name":"Refactor"}},"idempotencyKey":"0F6C2B7E-6A3B-4C1E-9E55-0B7E1D2A9C44","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}"#
     say("recorder benchmark: \(rounds) rounds of \(sends) sends of a \(message.utf8.count)-byte rpc.request on the Net client, without and with WireSocket.sent before each")
     var plainCPU: [Double] = [], recordedCPU: [Double] = [], plainWall: [Double] = [], recordedWall: [Double] = []
+    var plainAll: [Double] = [], recordedAll: [Double] = []
     for _ in 0..<rounds {
         for recording in [false, true] {
             let channel = connect(url)
             let socket = recording ? recorder.openSocket(url: url, headers: []) : nil
             socket?.opened()
-            let c0 = threadCPU(), w0 = monotonic()
+            let before = counted.load(ordering: .relaxed)
+            let c0 = threadCPU(), w0 = monotonic(), p0 = processCPU()
             for _ in 0..<sends {
                 socket?.sent(.text(message))
                 do { try channel.send(text: message) } catch { fail("send: \(error)") }
             }
             let cpu = (threadCPU() - c0) / Double(sends), wall = (monotonic() - w0) / Double(sends)
+            // Until the server has drained every send and the writer has written every record: the whole
+            // process's CPU per send then holds the receiving side and the writer's compression too.
+            while counted.load(ordering: .relaxed) - before < sends { usleep(1000) }
+            recorder.flush()
+            let all = (processCPU() - p0) / Double(sends)
             socket?.closed(code: 1000, reason: "", byClient: true)
             _ = try? channel.closeAndWait()
-            if recording { recordedCPU.append(cpu); recordedWall.append(wall) } else { plainCPU.append(cpu); plainWall.append(wall) }
+            if recording {
+                recordedCPU.append(cpu); recordedWall.append(wall); recordedAll.append(all)
+            } else {
+                plainCPU.append(cpu); plainWall.append(wall); plainAll.append(all)
+            }
         }
     }
     let summary: TraceWriterSummary
@@ -235,10 +255,13 @@ func recorderBenchmark() {
     // Medians, and minimums: on a shared machine the least disturbed round is the closest to the cost.
     func median(_ a: [Double]) -> Double { a.sorted()[a.count / 2] }
     func ratio(_ a: Double, _ b: Double) -> String { String(Int((a / b * 1000).rounded())).withDecimals(3) }
-    for (name, plain, recorded) in [("send_cpu_us", plainCPU, recordedCPU), ("send_wall_us", plainWall, recordedWall)] {
+    for (name, plain, recorded) in [("send_cpu_us", plainCPU, recordedCPU), ("send_wall_us", plainWall, recordedWall),
+                                      ("process_cpu_us", plainAll, recordedAll)] {
         let pm = median(plain), rm = median(recorded), p0 = plain.min() ?? 0, r0 = recorded.min() ?? 0
         say("\(name) median plain \(us(pm)) recorded \(us(rm)) ratio \(ratio(rm, pm)); min plain \(us(p0)) recorded \(us(r0)) ratio \(ratio(r0, p0))")
     }
+    say("sends_per_s median plain \(Int(1 / median(plainWall))) recorded \(Int(1 / median(recordedWall)))")
+    say("(process_cpu_us: every thread of the process, the sender, the draining server and the trace writer)")
     say("recorded \(summary.records) records, \(summary.dropped) dropped; the server counted \(counted.load(ordering: .relaxed)) messages")
 }
 

@@ -115,7 +115,7 @@ func writeMixedTrace(seed: UInt64, count: Int, chunk: Int) throws -> [UInt8] {
             w.append(.frame(.binary(Array("PTC1".utf8) + [0, 2] + Array("t1hello world \(i)".utf8)), time: time, generation: g, direction: .inbound))
             continue
         case 13:
-            w.append(TraceRecord(kind: [.timerFired, .input, .action, .marker, .unknown(14), .unknown(15)][i % 6], time: time,
+            w.append(TraceRecord(kind: [.timerFired, .input, .action, .marker, .ping, .unknown(16)][i % 6], time: time,
                                  channel: i % 5 == 0 ? .watch : .relay, payload: Array(#"{"timer":"heartbeat","note":"session.list"}"#.utf8)))
             continue
         case 14:
@@ -144,7 +144,8 @@ func comparedFilters() -> [(String, FrameFilter)] {
     add("--type rpc.request,event") { $0.types = ["rpc.request", "event"] }
     add("--type frameBinary,transportClosed") { $0.types = ["frameBinary", "transportClosed"] }
     add("--type frameText") { $0.types = ["frameText"] }
-    add("--type unknown(14)") { $0.types = ["unknown(14)"] }
+    add("--type unknown(16)") { $0.types = ["unknown(16)"] }
+    add("--type ping") { $0.types = ["ping"] }
     add("--type hé") { $0.types = ["héé"] }
     add("--event device-status") { $0.events = ["device-status"] }
     add("--event top-level,obj") { $0.events = ["top-level", "fallback", "first", "second"] }

@@ -41,8 +41,8 @@ import Testing
             let t = Moment(nanoseconds: Int64(i) * 20_000_000)
             switch i % 7 {
             case 0, 1: out.append(.frame(.text(texts[i % texts.count]), time: t, generation: UInt64(i / 50), direction: i % 2 == 0 ? .outbound : .inbound))
-            case 2: out.append(TraceRecord(kind: .unknown(40), time: t, generation: 1, direction: .outbound, payload: [1, 2]))
-            case 3: out.append(TraceRecord(kind: .unknown(41), time: t, channel: .watch, payload: [3]))
+            case 2: out.append(TraceRecord(kind: .ping, time: t, generation: 1, direction: .outbound, payload: [1, 2]))
+            case 3: out.append(TraceRecord(kind: .unknown(16), time: t, channel: .watch, payload: [3]))
             case 4: out.append(TraceRecord(kind: .unknown(UInt16(60_000 + i)), time: t, channel: .unknown(7), payload: []))
             case 5: out.append(TraceRecord(kind: .unknown(65_535), time: t, generation: 9, payload: [9]))
             default: out.append(TraceRecord(kind: .marker, time: t, payload: Array("m\(i)".utf8)))

@@ -144,6 +144,66 @@ import Testing
         }
     }
 
+    /// The pre-check as first written, one byte at a time: the reference the word-at-a-time one must equal.
+    static func referencePreCheck(_ b: [UInt8]) -> Bool {
+        let keys = Redactor.secretKeys.map { Array($0.utf8) }
+        let span = (keys.map(\.count).max() ?? 0) + 1  // a key and its closing quote
+        let n = b.count
+        var i = 0
+        while i + 3 <= n {
+            switch b[i] {
+            case 0x65: if b[i + 1] == 0x79, b[i + 2] == 0x4A { return true }
+            case 0x62, 0x42:
+                if i + 7 <= n, b[i + 1] | 0x20 == 0x65, b[i + 2] | 0x20 == 0x61, b[i + 3] | 0x20 == 0x72,
+                    b[i + 4] | 0x20 == 0x65, b[i + 5] | 0x20 == 0x72, b[i + 6] == 0x20 || b[i + 6] == 0x09 { return true }
+            case 0x5C: if b[i + 1] == 0x75 { return true }
+            case 0x22:
+                let start = i + 1
+                var j = start
+                while j < min(n, start + span), b[j] != 0x22 { j += 1 }
+                if j < min(n, start + span), keys.contains(where: { k in k.count == j - start && (0..<k.count).allSatisfy { b[start + $0] | 0x20 == k[$0] } }) {
+                    return true
+                }
+            default: break
+            }
+            i += 1
+        }
+        return false
+    }
+
+    @Test func theWordAtATimePreCheckEqualsTheByteAtATimeOne() {
+        // Every position and every length: each trigger planted at each offset of short and long texts,
+        // among bytes that look like triggers (e, b, quotes, backslashes) but are not.
+        let triggers = ["eyJ", "Bearer ", "bEaReR\t", "\\u", "\"jwt\"", "\"Authorization\"", "\"X-TOKEN-BINDING\"", "\"pollingid\"", "\"Proxy-Authorization\"", "\"set-cookie\""]
+        let fillers: [[UInt8]] = [Array("ebBe\"a\\xeyjbeare".utf8), Array("{\"type\":\"event\",\"payload\":{}}".utf8), [0x80, 0xFF, 0x00, 0x22, 0x65]]
+        var checked = 0
+        for filler in fillers {
+            for length in [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 40] {
+                let base = (0..<length).map { filler[$0 % filler.count] }
+                #expect(Redactor.mayContainSecret(base) == Self.referencePreCheck(base), "\(base)")
+                for t in triggers.map({ Array($0.utf8) }) {
+                    for at in 0...base.count {
+                        for cut in [0, 1] {
+                            var text = base
+                            text.insert(contentsOf: t, at: at)
+                            if cut == 1 { text.removeLast(min(text.count, 1)) }
+                            #expect(Redactor.mayContainSecret(text) == Self.referencePreCheck(text), "\(String(decoding: text, as: UTF8.self))")
+                            checked += 1
+                        }
+                    }
+                }
+            }
+        }
+        // And random bytes drawn from the trigger alphabet.
+        var rng = SeededRandom(seed: 77)
+        let alphabet = Array("eyJbBeareR \t\\u\"jwtokenAX-".utf8) + [0x80, 0x20]
+        for _ in 0..<20_000 {
+            let text = (0..<Int(rng.next(upperBound: UInt64(40)))).map { _ in alphabet[Int(rng.next(upperBound: UInt64(alphabet.count)))] }
+            #expect(Redactor.mayContainSecret(text) == Self.referencePreCheck(text), "\(text)")
+        }
+        #expect(checked > 1000)
+    }
+
     @Test func loginSecretsOfTheAuthFlowAreRedacted() {
         let redactor = Redactor(policy: .hashed, key: Array(repeating: 7, count: 32))
         let text = #"{"event":"startLogin","input":"auth","pkceChallenge":"c","pkceVerifier":"verifier-secret","pollingId":"polling-secret"}"#
