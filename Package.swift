@@ -39,6 +39,8 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // epoll and eventfd (Linux, libc6-dev), which Swift's Glibc module does not export: the event loop.
+        .systemLibrary(name: "CEpoll", providers: [.apt(["libc6-dev"])]),
 
         // Wire model: JSON values, messages, RPC catalogue, traceparent, PTC1, seeded RNG.
         .target(name: "RelayProtocol", swiftSettings: strict),
@@ -78,8 +80,9 @@ let package = Package(
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
         .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay"], swiftSettings: strict),
-        // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
-        .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
+        // POSIX TCP, OpenSSL TLS, epoll event loops with a WebSocket server and client connections on them,
+        // and the blocking WebSocket client, all over the sans-IO codec.
+        .target(name: "Net", dependencies: ["WebSocket", "COpenSSL", "CEpoll"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
         .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
