@@ -407,10 +407,12 @@ public struct Simulation {
     private mutating func perform(_ actions: [DesktopAction]) {
         for a in actions {
             switch a {
-            case .connect(let request):
+            case .connect(var request):
                 lastConnection += 1
                 let c = ConnectionID(lastConnection)
                 desktopConnection = c
+                // The simulated desktop serves every phone through this one socket: not rate-limited.
+                request.inProcess = true
                 schedule(.relay(.upgrade(c, request)), at: now + setup.latency)
             case .send(let frame):
                 if let c = desktopConnection { schedule(.relay(.frame(c, frame)), at: now + setup.latency) }
