@@ -33,12 +33,16 @@ let package = Package(
         .library(name: "WatchSimulation", targets: ["WatchSimulation"]),
         .library(name: "OfflineQueue", targets: ["OfflineQueue"]),
         .library(name: "WatchReplay", targets: ["WatchReplay"]),
+        .library(name: "WireRecording", targets: ["WireRecording"]),
+        .library(name: "Proxy", targets: ["Proxy"]),
+        .library(name: "LinkQR", targets: ["LinkQR"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         // epoll and eventfd (Linux, libc6-dev), which Swift's Glibc module does not export: the event loop.
         .systemLibrary(name: "CEpoll", providers: [.apt(["libc6-dev"])]),
 
@@ -62,8 +66,15 @@ let package = Package(
         .target(name: "WatchSimulation", dependencies: ["WatchCapture", "WatchLink", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The phone's offline action queue and caches in SQLite (SPEC Part B), schema migrations.
         .target(name: "OfflineQueue", dependencies: ["CSQLite"], swiftSettings: strict),
+        // QR symbols of link codes (libqrencode) for the terminal (half blocks) and as PNG (written here).
+        .target(name: "LinkQR", dependencies: ["CQRencode"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // Wire traces for any client: the recorder the recording relay, the proxy and in-app clients call
+        // from their WebSocket callbacks (no Linux-only API: it must build for Apple platforms too).
+        .target(name: "WireRecording", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // The recording WebSocket proxy between an unmodified client and any relay (`relaytrace proxy`).
+        .target(name: "Proxy", dependencies: ["Net", "WebSocket", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The capture layer: the client's inputs and actions as trace records, the recorder, the capturing transport.
         .target(name: "Capture", dependencies: ["RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Client + relay + desktop in one process on virtual time; the scenarios of `relaytrace simulate`.
@@ -75,7 +86,7 @@ let package = Package(
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
-        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL"], swiftSettings: strict),
+        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "WireRecording", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
         // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
@@ -84,10 +95,12 @@ let package = Package(
         // and the blocking WebSocket client, all over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL", "CEpoll"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // The proxy and in-app recorder benchmarks (tools/bench-proxy.sh, tools/bench-recorder.sh); not a product.
+        .executableTarget(name: "relaytrace-wirebench", dependencies: ["Net", "Proxy", "WireRecording", "Trace", "WebSocket", "RelayProtocol"], swiftSettings: strict),
         // A child process for the trace crash test (SIGKILL while writing); not a product.
         .executableTarget(name: "relaytrace-test-fixture", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // A child process for the offline-queue crash test (SIGKILL mid-write); not a product.
@@ -109,6 +122,8 @@ let package = Package(
         .testTarget(name: "WatchCaptureTests", dependencies: ["WatchCapture", "WatchLink", "WatchNet", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "ReplayTesting", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "LinkQRTests", dependencies: ["LinkQR"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

@@ -3,17 +3,21 @@ public import Net
 import RelayProtocol
 import Synchronization
 import WebSocket
+public import WireRecording
 
-/// The development relay and the simulated desktop behind a real server socket (`relaytrace relay`): any
-/// client (python, the iOS app in a simulator, `relaytrace capture`) can register, resume, call and
-/// receive events as against the real relay (PROTOCOL.md), with faults on cue.
+/// The development relay behind a real server socket (`relaytrace relay`): any client (python, the iOS
+/// app in a simulator, `relaytrace capture`, a real desktop) can register, resume, call, receive events
+/// and link devices as against the real relay (PROTOCOL.md, docs/DEVICE_LINK.md), with faults on cue.
+/// The relay machine simulates the desktops phones name (``RelayHostDesktops``) inside itself: every
+/// socket here is a real client's.
 ///
 /// Sockets are served by a ``WebSocketServer`` on a few event loops (about one per core). Everything a
 /// connection does passes through ``RelayHostCore`` in one place each: the upgrade request
 /// (`upgradeRequested`), every event it delivers (`connectionEvent`), every frame and close sent to it
-/// (`deliver`, `close`). Those go to one serial loop (the first of the group: its own sockets need no
-/// hop), which alone runs the relay and desktop machines and performs their actions; an upgrade waits
-/// for the relay's decision (401 for a bad bearer, 101 otherwise). Logs one line per connection event.
+/// (`deliver`, `close`); the recording hooks of `--record` sit there. Those go to one serial loop (the
+/// first of the group: its own sockets need no hop), which alone runs the relay machine and performs its
+/// actions; an upgrade waits for the relay's decision (401 for a bad bearer, 101 otherwise). Logs one
+/// line per connection event; link codes go to `onLinkCode`.
 public final class RelayHost: Sendable {
     /// The URL clients connect to, e.g. `ws://127.0.0.1:54321/ws/device-link`.
     public let url: String
@@ -22,16 +26,27 @@ public final class RelayHost: Sendable {
     private let core: RelayHostCore
     private let server: WebSocketServer
 
-    /// Listens on `host:port` (0: an ephemeral port) with `tls` (nil: plain `ws`), starts the desktop, and
-    /// applies `faults` (relay and desktop directives; client directives are logged and skipped).
-    /// `wallClockOrigin` is the Unix time in milliseconds that the relay's timestamps count from;
-    /// `loopThreads` loops serve the sockets.
+    /// Listens on `host:port` (0: an ephemeral port) with `tls` (nil: plain `ws`), starts the relay (and
+    /// the desktops of `desktops.atStart`), and applies `faults` (relay and desktop directives; client
+    /// directives are logged and skipped). `wallClockOrigin` is the Unix time in milliseconds that the
+    /// relay's timestamps count from. `onLinkCode` gets every link code the relay issues (on its loop).
+    /// With a `recorder`, every client connection the relay serves is recorded as a wire trace: one
+    /// generation per socket in upgrade order, its upgrade, every message both ways, pings, pongs, the
+    /// close (the caller closes the recorder after ``stop()``). The desktops the relay simulates are inside
+    /// the relay machine and not recorded; real desktops' sockets are. `loopThreads` loops serve the sockets.
     public init(host: String = "127.0.0.1", port: UInt16 = 0, tls: TLSServerContext? = nil,
                 faults: FaultScript = FaultScript(directives: []), seed: UInt64 = 1, wallClockOrigin: Int64,
+                desktops: RelayHostDesktops = RelayHostDesktops(), recorder: WireRecorder? = nil,
                 loopThreads: Int = EventLoopGroup.defaultThreadCount,
-                log: @escaping @Sendable (String) -> Void = { _ in }) throws(NetError) {
+                log: @escaping @Sendable (String) -> Void = { _ in },
+                onLinkCode: @escaping @Sendable (LinkCodeOffer) -> Void = { _ in }) throws(NetError) {
+        var configuration = DevRelayConfiguration(seed: seed &+ 1, wallClockOrigin: wallClockOrigin)
+        configuration.simulatedDesktops = desktops.simulation
+        configuration.offlineDesktops = Set(desktops.offline.map { $0.lowercased() })
+        configuration.desktopsAtStart = desktops.atStart
         let group = try EventLoopGroup(threads: loopThreads, name: "relaytrace.relay")
-        let core = RelayHostCore(loop: group.loops[0], seed: seed, wallClockOrigin: wallClockOrigin, log: log)
+        let core = RelayHostCore(loop: group.loops[0], configuration: configuration, recorder: recorder, log: log,
+                                 onLinkCode: onLinkCode)
         self.core = core
         do {
             server = try WebSocketServer(host: host, port: port, tls: tls, group: group, log: { log($0) },
@@ -49,25 +64,42 @@ public final class RelayHost: Sendable {
     /// How many client sockets are open or being set up.
     public var connectionCount: Int { server.connectionCount }
 
-    /// Stops accepting, closes every connection, then stops the loops (the relay's with them).
+    /// Stops accepting, closes every connection (a recorded socket still waiting for its decision is
+    /// recorded as refused, 503), then stops the loops (the relay's with them).
     public func stop() {
         server.stop()
+        core.stopping()
         server.group.stop()
     }
 }
 
-/// The relay host's machines and their serial loop (an ``EventLoop``: tasks in order, timers).
+/// Which desktops a ``RelayHost``'s relay simulates (docs/DEVICE_LINK.md).
+public struct RelayHostDesktops: Sendable {
+    /// For which targets a desktop is simulated (default: any desktop, any account).
+    public var simulation: DesktopSimulation = .any
+    /// Desktop IDs never simulated (their phones get `-32010`).
+    public var offline: [String] = []
+    /// Desktops up from the start; by default the link desktop: ``RelayConstants/defaultDesktopId``,
+    /// open to any account, offering link codes.
+    public var atStart: [StartingDesktop] = [
+        StartingDesktop(deviceId: RelayConstants.defaultDesktopId, userId: nil, offersLinkCode: true),
+    ]
+
+    /// The defaults.
+    public init() {}
+}
+
+/// The relay host's machine and its serial loop (an ``EventLoop``: tasks in order, timers).
 final class RelayHostCore: Sendable {
     struct State {
         var relay: DevRelay
-        var desktop: SimulatedDesktop
         var relayTimers: [RelayTimer: LoopTimer] = [:]
-        var desktopTimers: [DesktopTimer: LoopTimer] = [:]
         /// Sockets waiting for the relay's decision, then open ones.
         var pending: [ConnectionID: LoopWebSocket] = [:]
         var connections: [ConnectionID: LoopWebSocket] = [:]
-        var desktopConnection: ConnectionID?
         var lastConnection: UInt64 = 0
+        /// Each recorded client connection's socket in the wire trace (`relay --record`).
+        var recorded: [ConnectionID: WireSocket] = [:]
     }
 
     private let start = ContinuousClock.now
@@ -75,14 +107,16 @@ final class RelayHostCore: Sendable {
     private let state: Mutex<State>
     private let loop: EventLoop
     private let log: @Sendable (String) -> Void
+    private let recorder: WireRecorder?
+    private let onLinkCode: @Sendable (LinkCodeOffer) -> Void
 
-    init(loop: EventLoop, seed: UInt64, wallClockOrigin: Int64, log: @escaping @Sendable (String) -> Void) {
-        self.log = log
+    init(loop: EventLoop, configuration: DevRelayConfiguration, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void,
+         onLinkCode: @escaping @Sendable (LinkCodeOffer) -> Void) {
         self.loop = loop
-        let desktop = SimulatedDesktop(configuration: SimulatedDesktopConfiguration(
-            deviceId: "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4", userId: "user-dev", seed: seed &+ 2))
-        state = Mutex(State(relay: DevRelay(configuration: DevRelayConfiguration(seed: seed &+ 1, wallClockOrigin: wallClockOrigin)),
-                            desktop: desktop))
+        self.log = log
+        self.recorder = recorder
+        self.onLinkCode = onLinkCode
+        state = Mutex(State(relay: DevRelay(configuration: configuration)))
     }
 
     var now: Moment { Moment(nanoseconds: (ContinuousClock.now - start).nanoseconds) }
@@ -90,18 +124,34 @@ final class RelayHostCore: Sendable {
     private func instant(_ m: Moment) -> ContinuousClock.Instant { start + .nanoseconds(m.nanoseconds) }
 
     func begin(faults: FaultScript) {
-        loop.execute { [self] in desktopInput(.start) }
+        loop.execute { [self] in relayInput(.start) }
         for f in faults.schedule {
             let fault = f.fault
             loop.schedule(at: instant(f.at)) { [self] in apply(fault) }
         }
     }
 
+    /// After the server stopped (every socket is gone): recorded sockets that never got their decision.
+    func stopping() {
+        let done = DispatchSemaphoreBox()
+        loop.execute { [self] in
+            state.withLock { s in
+                for id in s.pending.keys.sorted() {
+                    s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the relay is stopping")
+                }
+                s.pending.removeAll()
+            }
+            done.signal()
+        }
+        done.wait()
+    }
+
     // MARK: Connections (called on their loops; everything hops to the relay's loop)
 
-    /// A socket's upgrade request was read: ask the relay.
+    /// A socket's upgrade request was read: record it and ask the relay.
     func upgradeRequested(_ connection: LoopWebSocket) {
         guard let request = connection.request else { return }
+        let socket = recorder?.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
         let path = request.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.target
         let upgrade = UpgradeRequest(path: path, headers: request.headers.fields.map { UpgradeHeader($0.name, $0.value) })
         loop.execute { [self] in
@@ -109,33 +159,56 @@ final class RelayHostCore: Sendable {
                 s.lastConnection += 1
                 let id = ConnectionID(s.lastConnection)
                 s.pending[id] = connection
+                if let socket { s.recorded[id] = socket }
                 return id
             }
             relayInput(.upgrade(id, upgrade))
         }
     }
 
-    /// Every event of an accepted socket, in order.
-    func connectionEvent(_ id: ConnectionID, _ event: WebSocketEvent) {
+    /// Every event of an accepted socket, in order (on the socket's loop): recorded, then to the relay.
+    func connectionEvent(_ id: ConnectionID, _ event: WebSocketEvent, _ socket: WireSocket?) {
         let input: RelayInput
         switch event {
-        case .text(let t): input = .frame(id, .text(t))
-        case .binary(let b): input = .frame(id, .binary(b))
-        case .ping, .pong, .closeReceived: return  // answered by the codec (not transparent here)
-        case .closed(let code, let reason): input = .closed(id, code: code.rawValue, reason: reason)
+        case .text(let t):
+            socket?.sent(.text(t))
+            input = .frame(id, .text(t))
+        case .binary(let b):
+            socket?.sent(.binary(b))
+            input = .frame(id, .binary(b))
+        case .ping(let data):
+            // The codec answers pings itself (its pong is already queued): record both.
+            socket?.ping(data, .outbound)
+            socket?.pong(data, .inbound)
+            return
+        case .pong(let data):
+            socket?.pong(data, .outbound)
+            return
+        case .closeReceived:
+            return  // transparent mode only; not used here
+        case .closed(let code, let reason):
+            let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
+            socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
+            input = .closed(id, code: code.rawValue, reason: reason)
         case .protocolError(let e):
             // The relay failed the connection (it sent the close frame): say why, not just the code.
+            socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
             input = .closed(id, code: e.closeCode.rawValue, reason: "failed by the relay: \(e.message)")
         }
         loop.execute { [self] in
-            if case .closed = input { state.withLock { _ = $0.connections.removeValue(forKey: id) } }
+            if case .closed = input {
+                state.withLock { s in
+                    s.connections.removeValue(forKey: id)
+                    s.recorded.removeValue(forKey: id)
+                }
+            }
             relayInput(input)
         }
     }
 
-    /// Sends a frame the relay produced to its socket (on the socket's loop). A socket that ended
-    /// meanwhile cannot take it: that is logged (its close is already on its way to the relay).
-    private func deliver(_ frame: WireFrame, to id: ConnectionID, _ connection: LoopWebSocket) {
+    /// Sends a frame the relay produced to its socket (on the socket's loop), recorded as it goes out.
+    /// A socket that ended meanwhile cannot take it: that is logged (its close is on its way to the relay).
+    private func deliver(_ frame: WireFrame, to id: ConnectionID, _ connection: LoopWebSocket, _ socket: WireSocket?) {
         let log = self.log
         connection.loop.execute {
             do throws(WebSocketError) {
@@ -143,17 +216,19 @@ final class RelayHostCore: Sendable {
                 case .text(let text): try connection.send(text: text)
                 case .binary(let bytes): try connection.send(binary: bytes)
                 }
+                socket?.received(frame)
             } catch {
                 log("\(id) frame not sent (\(frame.byteCount) bytes): \(error)")
             }
         }
     }
 
-    private func close(_ id: ConnectionID, _ connection: LoopWebSocket, code: UInt16?, reason: String) {
+    private func close(_ id: ConnectionID, _ connection: LoopWebSocket, _ socket: WireSocket?, code: UInt16?, reason: String) {
         let log = self.log
         connection.loop.execute {
             do throws(WebSocketError) {
                 try connection.close(code: code.map { WebSocketCloseCode($0) }, reason: reason)
+                socket?.closed(code: code.map { Int($0) }, reason: reason, byClient: false)
             } catch {
                 log("\(id) close not sent: \(error)")
             }
@@ -167,15 +242,10 @@ final class RelayHostCore: Sendable {
         relayActions(state.withLock { $0.relay.handle(input, at: t) })
     }
 
-    private func desktopInput(_ input: DesktopInput) {
-        let t = now
-        desktopActions(state.withLock { $0.desktop.handle(input, at: t) })
-    }
-
     private func apply(_ fault: Fault) {
         switch fault {
         case .relay(let f): relayInput(.fault(f))
-        case .desktop(let f): desktopInput(.fault(f))
+        case .desktop(let f): relayInput(.desktopFault(f))
         case .client(let f): log("\(now) fault for the client skipped (no client here): \(f)")
         }
     }
@@ -184,43 +254,32 @@ final class RelayHostCore: Sendable {
         for a in actions {
             switch a {
             case .acceptUpgrade(let c), .refuseUpgrade(let c, _, _):
-                let (connection, isDesktop) = state.withLock { s -> (LoopWebSocket?, Bool) in
-                    guard let connection = s.pending.removeValue(forKey: c) else { return (nil, s.desktopConnection == c) }
-                    if case .acceptUpgrade = a { s.connections[c] = connection }
-                    return (connection, false)
-                }
-                if isDesktop {
-                    if case .refuseUpgrade(_, let status, _) = a {
-                        state.withLock { $0.desktopConnection = nil }
-                        desktopInput(.refused(status: status))
-                    } else {
-                        desktopInput(.connected)
+                let decided = state.withLock { s -> (LoopWebSocket, WireSocket?)? in
+                    guard let connection = s.pending.removeValue(forKey: c) else { return nil }
+                    if case .acceptUpgrade = a {
+                        s.connections[c] = connection
+                        return (connection, s.recorded[c])
                     }
-                    continue
+                    return (connection, s.recorded.removeValue(forKey: c))
                 }
-                guard let connection else { continue }
+                guard let (connection, socket) = decided else { continue }
                 if case .refuseUpgrade(_, let status, let reason) = a {
+                    socket?.refused(status: status, reason: reason)
                     connection.refuse(status: status, body: reason)
                 } else {
-                    connection.accept { [self] _, event in connectionEvent(c, event) }
+                    socket?.opened(status: 101)
+                    connection.accept { [self] _, event in connectionEvent(c, event, socket) }
                 }
             case .send(let c, let frame):
-                let (connection, isDesktop) = state.withLock { s in (s.connections[c], s.desktopConnection == c) }
-                if isDesktop {
-                    desktopInput(.frame(frame))
-                } else if let connection {
-                    deliver(frame, to: c, connection)
+                let (connection, socket) = state.withLock { s in (s.connections[c], s.recorded[c]) }
+                if let connection {
+                    deliver(frame, to: c, connection, socket)
                 } else {
                     log("\(c) frame not sent (\(frame.byteCount) bytes): the socket is closed")
                 }
             case .close(let c, let code, let reason):
-                let (connection, isDesktop) = state.withLock { s in (s.connections[c], s.desktopConnection == c) }
-                if isDesktop {
-                    state.withLock { $0.desktopConnection = nil }
-                    desktopInput(.closed(code: code, reason: reason))
-                } else if let connection {
-                    close(c, connection, code: code, reason: reason)
-                }
+                let (connection, socket) = state.withLock { s in (s.connections[c], s.recorded[c]) }
+                if let connection { close(c, connection, socket, code: code, reason: reason) }
             case .armTimer(let timer, let deadline):
                 let handle = loop.schedule(at: instant(deadline)) { [self] in
                     guard state.withLock({ $0.relayTimers.removeValue(forKey: timer) }) != nil else { return }
@@ -231,40 +290,8 @@ final class RelayHostCore: Sendable {
                 state.withLock { $0.relayTimers.removeValue(forKey: timer) }?.cancel()
             case .log(let line):
                 log(line)
-            }
-        }
-    }
-
-    private func desktopActions(_ actions: [DesktopAction]) {
-        for a in actions {
-            switch a {
-            case .connect(var request):
-                let id = state.withLock { s -> ConnectionID in
-                    s.lastConnection += 1
-                    let id = ConnectionID(s.lastConnection)
-                    s.desktopConnection = id
-                    return id
-                }
-                // The desktop serves every phone through this one in-process socket: not rate-limited.
-                request.inProcess = true
-                let upgrade = request
-                loop.execute { [self] in relayInput(.upgrade(id, upgrade)) }
-            case .send(let frame):
-                if let c = state.withLock({ $0.desktopConnection }) { loop.execute { [self] in relayInput(.frame(c, frame)) } }
-            case .close(let code, let reason):
-                if let c = state.withLock({ s -> ConnectionID? in defer { s.desktopConnection = nil }; return s.desktopConnection }) {
-                    loop.execute { [self] in relayInput(.closed(c, code: code, reason: reason)) }
-                }
-            case .armTimer(let timer, let deadline):
-                let handle = loop.schedule(at: instant(deadline)) { [self] in
-                    guard state.withLock({ $0.desktopTimers.removeValue(forKey: timer) }) != nil else { return }
-                    desktopInput(.timerFired(timer))
-                }
-                state.withLock { $0.desktopTimers.updateValue(handle, forKey: timer) }?.cancel()
-            case .cancelTimer(let timer):
-                state.withLock { $0.desktopTimers.removeValue(forKey: timer) }?.cancel()
-            case .log(let line):
-                log("desktop: \(line)")
+            case .linkCodeIssued(let offer):
+                onLinkCode(offer)
             }
         }
     }
