@@ -122,7 +122,7 @@ let package = Package(
         .testTarget(name: "WatchCaptureTests", dependencies: ["WatchCapture", "WatchLink", "WatchNet", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "ReplayTesting", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Proxy", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "LinkQRTests", dependencies: ["LinkQR"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
     ],
