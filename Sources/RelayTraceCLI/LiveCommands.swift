@@ -44,6 +44,10 @@ enum RelayCommand {
             OptionSpec(long: "record", valueName: "file", help: "Record every client connection as a wire trace (docs/TRACE_FORMAT.md §14)."),
             OptionSpec(long: "raw", help: "With --record: keep secrets as they are (no redaction). Only for traces that never leave your machine."),
             OptionSpec(long: "force", help: "With --record: overwrite the file if it exists."),
+            OptionSpec(long: "replay", valueName: "file", help: "Serve this recording's relay side to live clients instead of the development relay (a WebSocket VCR)."),
+            OptionSpec(long: "strict", help: "With --replay: end a socket at its first divergence (default: answer what can be answered, report the rest)."),
+            OptionSpec(long: "speed", valueName: "x", help: "With --replay: play recorded delays this many times faster (e.g. 2, 0.5).", defaultValue: "1"),
+            OptionSpec(long: "format", valueName: "format", help: "With --replay: the result as text or one JSON object.", allowed: ["text", "json"], defaultValue: "text"),
         ],
         run: { args, ctx in run(args, ctx) })
 
@@ -51,6 +55,14 @@ enum RelayCommand {
         let path = ["relaytrace", "relay"]
         if args.value("record") == nil, let f = ["raw", "force"].first(where: { args.flag($0) }) {
             return RelayTraceCommand.usageError(UsageError(message: "--\(f) goes with --record FILE", commandPath: path), ctx)
+        }
+        if args.value("replay") == nil {
+            if args.flag("strict") { return RelayTraceCommand.usageError(UsageError(message: "--strict goes with --replay FILE", commandPath: path), ctx) }
+            if let f = ["speed", "format"].first(where: { args.values[$0] != nil && args.value($0) != (["speed": "1", "format": "text"][$0]) }) {
+                return RelayTraceCommand.usageError(UsageError(message: "--\(f) goes with --replay FILE", commandPath: path), ctx)
+            }
+        } else if let f = ["faults", "desktop", "offline", "link-account", "link-qr"].first(where: { args.value($0) != nil }) {
+            return RelayTraceCommand.usageError(UsageError(message: "--\(f) is for the development relay; --replay serves a recording as it is", commandPath: path), ctx)
         }
         let listen = args.value("listen") ?? "127.0.0.1:8787"
         guard let (host, port) = parseListen(listen) else {
@@ -83,6 +95,9 @@ enum RelayCommand {
                 ctx.stderr.line("Error: \(error)")
                 return FileManager.default.fileExists(atPath: cert) && FileManager.default.fileExists(atPath: key) ? .dataError : .noInput
             }
+        }
+        if let replayPath = args.value("replay") {
+            return ReplayServeCommand.run(replayPath, args, listen: listen, host: host, port: port, tls: tls, stopAfter: stopAfter, ctx)
         }
         let desktops = desktopOptions(args)
         if let qr = args.value("link-qr"), !canWrite(qr) {
@@ -406,9 +421,9 @@ func rfc3339Now() -> String {
     return f.string(from: Date())
 }
 
-/// Blocks until SIGINT/SIGTERM, or until `limit` passes.
-func waitForSignalOr(_ limit: Duration?) {
-    let sem = DispatchSemaphore(value: 0)
+/// Blocks until SIGINT/SIGTERM, until `limit` passes, or until `wakeUp` (when given) is signalled.
+func waitForSignalOr(_ limit: Duration?, wakeUp: DispatchSemaphore? = nil) {
+    let sem = wakeUp ?? DispatchSemaphore(value: 0)
     signal(SIGINT, SIG_IGN)
     signal(SIGTERM, SIG_IGN)
     let queue = DispatchQueue(label: "relaytrace.signals")
@@ -430,29 +445,34 @@ func waitForSignalOr(_ limit: Duration?) {
 /// that line comes first.
 final class LineWriter: Sendable {
     private let state = Mutex<(held: Bool, pending: [String])>((true, []))
+    /// The descriptor written to: 1 (stdout) unless told otherwise.
+    let descriptor: Int32
+
+    /// Lines to `descriptor` (stdout by default; `relay --replay --format json` logs to stderr).
+    init(descriptor: Int32 = 1) { self.descriptor = descriptor }
 
     func write(_ line: String) {
         let now = state.withLock { s -> Bool in
             if s.held { s.pending.append(line); return false }
             return true
         }
-        if now { Self.emit(line) }
+        if now { emit(line) }
     }
 
     func release(first: String) {
         state.withLock { s in
-            Self.emit(first)
-            for l in s.pending { Self.emit(l) }
+            emit(first)
+            for l in s.pending { emit(l) }
             s.pending = []
             s.held = false
         }
     }
 
-    private static func emit(_ line: String) {
+    private func emit(_ line: String) {
         var bytes = Array((line + "\n").utf8)
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(1, $0.baseAddress! + done, $0.count - done) }
+            let n = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress! + done, $0.count - done) }
             if n <= 0 { return }
             done += n
         }

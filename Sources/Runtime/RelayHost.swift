@@ -25,6 +25,7 @@ public final class RelayHost: Sendable {
     public let port: UInt16
     private let core: RelayHostCore
     private let server: WebSocketServer
+    private let stopped = Atomic<Bool>(false)
 
     /// Listens on `host:port` (0: an ephemeral port) with `tls` (nil: plain `ws`), starts the relay (and
     /// the desktops of `desktops.atStart`), and applies `faults` (relay and desktop directives; client
@@ -65,8 +66,9 @@ public final class RelayHost: Sendable {
     public var connectionCount: Int { server.connectionCount }
 
     /// Stops accepting, closes every connection (a recorded socket still waiting for its decision is
-    /// recorded as refused, 503), then stops the loops (the relay's with them).
+    /// recorded as refused, 503), then stops the loops (the relay's with them). Idempotent.
     public func stop() {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         server.stop()
         core.stopping()
         server.group.stop()

@@ -228,6 +228,27 @@ struct RelayInteropTests {
                 #expect(recorded.last?.kind == .transportClosed)
                 if socket == 1 { #expect(recorded.contains { $0.kind == .pong && $0.direction == .inbound && $0.payload == Array("wire-1".utf8) }) }
             }
+            // Every inspect command reads the wire trace.
+            for args in [["info", file], ["frames", file, "--format", "jsonl"], ["frames", file, "--format", "table"], ["show", file, "3"],
+                         ["stats", file, "--format", "json"], ["timeline", file], ["diff", file, file], ["lint", file]] {
+                let r = try relaytrace(args)
+                #expect(r.status == 0, "relaytrace \(args.joined(separator: " ")): \(r.stderr)")
+            }
+            for format in ["pcapng", "har", "jsonl", "chrome-trace"] {
+                let out = tempPath(format)
+                defer { unlink(out) }
+                let r = try relaytrace(["export", file, "--format", format, "-o", out])
+                #expect(r.status == 0 && ((try? FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) ?? 0) > 0, "export \(format): \(r.stderr)")
+                if format == "pcapng", let tshark = which("tshark") {
+                    // Wireshark's websocket dissector sees the socket's ping and pong (opcodes 9 and 10).
+                    let t = try runProcess(tshark, ["-r", out, "-Y", "websocket.opcode == 9 || websocket.opcode == 10", "-T", "fields", "-e", "websocket.opcode"])
+                    #expect(t.stdout.split(separator: "\n").sorted() == ["10", "9"], "tshark: \(t.stdout)\(t.stderr)")
+                }
+            }
+            let redacted = tempPath("rtrace")
+            defer { unlink(redacted) }
+            #expect(try relaytrace(["redact", file, redacted]).status == 0)
+            #expect(try relaytrace(["verify", redacted]).status == 0)
             let open = try #require(records.first { $0.kind == .transportOpen })
             let headers = try JSONValue(parsing: open.payload)
             #expect(headers["clientType"]?.stringValue == "mobile" && headers["deviceId"] != nil && headers["desktopId"] != nil)
