@@ -225,11 +225,13 @@ final class RelayHostCore: Sendable {
         }
     }
 
+    /// Closes a socket as the relay asked. An empty close frame (no code) carries no reason on the wire
+    /// (RFC 6455 §5.5.1): the relay's reason for it is in the log and in the recording.
     private func close(_ id: ConnectionID, _ connection: LoopWebSocket, _ socket: WireSocket?, code: UInt16?, reason: String) {
         let log = self.log
         connection.loop.execute {
             do throws(WebSocketError) {
-                try connection.close(code: code.map { WebSocketCloseCode($0) }, reason: reason)
+                try connection.close(code: code.map { WebSocketCloseCode($0) }, reason: code == nil ? "" : reason)
                 socket?.closed(code: code.map { Int($0) }, reason: reason, byClient: false)
             } catch {
                 log("\(id) close not sent: \(error)")

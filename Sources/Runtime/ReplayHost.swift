@@ -255,7 +255,8 @@ final class ReplayHostCore: Sendable {
                 log("\(c): closing \(code.map(String.init) ?? "(empty)") \(reason)")
                 connection.loop.execute {
                     do throws(WebSocketError) {
-                        try connection.close(code: code.map { WebSocketCloseCode(UInt16(clamping: $0)) }, reason: reason)
+                        // An empty close frame carries no reason on the wire (RFC 6455 §5.5.1).
+                        try connection.close(code: code.map { WebSocketCloseCode(UInt16(clamping: $0)) }, reason: code == nil ? "" : reason)
                         socket?.closed(code: code, reason: reason, byClient: false)
                     } catch {
                         log("\(c) close not sent: \(error)")

@@ -104,6 +104,42 @@ private final class Inbox: Sendable {
         }
     }
 
+    @Test func anEmptyCloseFrameTheRelayAsksForReachesThePhone() throws {
+        // The relay closes without a code (its idle timeout, `close-client` without code=) but with a
+        // reason for its log: the phone must still get the close frame, not a socket left open.
+        let faults = try FaultScript.parse("on rpc.request method=system.ping relay close-client reason=goodbye\n")
+        let relay = try RelayHost(faults: faults, seed: 1, wallClockOrigin: 1_768_478_400_000, loopThreads: 2)
+        defer { relay.stop() }
+        let loop = try EventLoop(name: "test.phones")
+        defer { loop.stop() }
+        let inbox = Inbox()
+        let closes = Mutex<[WebSocketEvent]>([])
+        let device = "5b0e6c8a-1f5d-4d8e-9a53-00000000c105"
+        let headers: HTTPHeaders = [
+            "Authorization": "Bearer \(Simulation.phoneJWT(userId: "user-dev", deviceId: device, serial: 1))",
+            "X-Device-ID": device, "X-Token-Binding": device, "X-Client-Type": "mobile", "X-Target-Desktop-Device-ID": Self.desktopId,
+        ]
+        let register = try RelayMessage.register(RegisterPayload(
+            deviceId: device, deviceName: "closer", relayProtocolVersion: "1.6", targetDesktopDeviceId: Self.desktopId)).encodedText()
+        let ping = try RelayMessage.rpcRequest(RpcRequest(id: "R1", method: "system.ping")).encodedText()
+        _ = try LoopWebSocket.connect(url: relay.url, headers: headers, on: loop, onUpgrade: { ws, result in
+            if case .success = result { try? ws.send(text: register) } else { inbox.failed("\(result)") }
+        }, handler: { ws, event in
+            switch event {
+            case .text(let t):
+                guard let m = try? RelayMessage(decodingText: t) else { return }
+                if case .registered = m { try? ws.send(text: ping) }
+                inbox.received(0, m)
+            case .closed, .protocolError:
+                closes.withLock { $0.append(event) }
+                inbox.opened()
+            default: break
+            }
+        })
+        #expect(inbox.wait { _ in !closes.withLock { $0 }.isEmpty }, "no close: \(inbox.failures) \(inbox.messages(0))")
+        #expect(closes.withLock { $0 } == [.closed(code: .noStatusReceived, reason: "")])
+    }
+
     @Test func aPhoneOverItsLimitGetsAnAnswerForEveryFrame() throws {
         let relay = try RelayHost(seed: 1, wallClockOrigin: 1_768_478_400_000, loopThreads: 1)
         defer { relay.stop() }
@@ -136,8 +172,10 @@ private final class Inbox: Sendable {
         #expect(t.pongs >= 49, "the bucket's 49 remaining tokens were honoured: \(t)")
     }
 
+    // About 13 s alone; two minutes because the whole parallel suite on a shared 2-core machine once took
+    // it past one (the python process starved), while relay_load.py bounds its own run (--timeout 20).
     @Test(.enabled(if: venvPython != nil, "no .venv/bin/python: run tools/interop/setup-venv.sh (tools/test.sh does)"),
-          .timeLimit(.minutes(1)))
+          .timeLimit(.minutes(2)))
     func fiftyPythonClientsLoseNoRpc() throws {
         // The bounded version of tools/bench-relay-load.sh: 50 python websockets clients, 10 RPCs/s each
         // for 3 s (500 RPCs/s through the desktop's socket), heartbeats every second.
