@@ -171,31 +171,12 @@ final class RelayHostCore: Sendable {
     /// Every event of an accepted socket, in order (on the socket's loop): recorded, then to the relay.
     func connectionEvent(_ id: ConnectionID, _ event: WebSocketEvent, _ socket: WireSocket?) {
         let input: RelayInput
-        switch event {
-        case .text(let t):
-            socket?.sent(.text(t))
-            input = .frame(id, .text(t))
-        case .binary(let b):
-            socket?.sent(.binary(b))
-            input = .frame(id, .binary(b))
-        case .ping(let data):
-            // The codec answers pings itself (its pong is already queued): record both.
-            socket?.ping(data, .outbound)
-            socket?.pong(data, .inbound)
-            return
-        case .pong(let data):
-            socket?.pong(data, .outbound)
-            return
-        case .closeReceived:
-            return  // transparent mode only; not used here
-        case .closed(let code, let reason):
-            let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
-            socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
-            input = .closed(id, code: code.rawValue, reason: reason)
-        case .protocolError(let e):
+        switch record(event, on: socket) {
+        case nil: return
+        case .frame(let frame)?: input = .frame(id, frame)
+        case .ended(_, let code, let reason, let failedByRelay)?:
             // The relay failed the connection (it sent the close frame): say why, not just the code.
-            socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
-            input = .closed(id, code: e.closeCode.rawValue, reason: "failed by the relay: \(e.message)")
+            input = .closed(id, code: code, reason: failedByRelay ? "failed by the relay: \(reason)" : reason)
         }
         loop.execute { [self] in
             if case .closed = input {
@@ -298,5 +279,45 @@ final class RelayHostCore: Sendable {
                 onLinkCode(offer)
             }
         }
+    }
+}
+
+/// A served socket's event as the relay side sees it, once recorded by ``record(_:on:)``.
+enum ServedEvent {
+    /// A message from the client.
+    case frame(WireFrame)
+    /// The socket ended: the close code as it was on the wire (nil: an empty close frame or none), the
+    /// code the codec reported, why, and whether this end failed it (a protocol error).
+    case ended(onWire: Int?, code: UInt16, reason: String, failedByRelay: Bool)
+}
+
+/// Records a served socket's event into its wire trace the way `relay --record` and `relay --replay
+/// --record` both do (a ping with the pong the codec already queued for it), and says what it means
+/// for the relay (nil: nothing, a ping or pong).
+func record(_ event: WebSocketEvent, on socket: WireSocket?) -> ServedEvent? {
+    switch event {
+    case .text(let t):
+        socket?.sent(.text(t))
+        return .frame(.text(t))
+    case .binary(let b):
+        socket?.sent(.binary(b))
+        return .frame(.binary(b))
+    case .ping(let data):
+        // The codec answers pings itself (its pong is already queued): record both.
+        socket?.ping(data, .outbound)
+        socket?.pong(data, .inbound)
+        return nil
+    case .pong(let data):
+        socket?.pong(data, .outbound)
+        return nil
+    case .closeReceived:
+        return nil  // transparent mode only; not used by a relay
+    case .closed(let code, let reason):
+        let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
+        socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
+        return .ended(onWire: onWire, code: code.rawValue, reason: reason, failedByRelay: false)
+    case .protocolError(let e):
+        socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
+        return .ended(onWire: Int(e.closeCode.rawValue), code: e.closeCode.rawValue, reason: e.message, failedByRelay: true)
     }
 }

@@ -171,30 +171,11 @@ final class ReplayHostCore: Sendable {
     /// Every event of an accepted socket, in order (on the socket's loop): recorded, then to the machine.
     private func connectionEvent(_ id: ReplayConnection, _ event: WebSocketEvent, _ socket: WireSocket?) {
         let input: ReplayingRelayInput
-        switch event {
-        case .text(let t):
-            socket?.sent(.text(t))
-            input = .frame(id, .text(t))
-        case .binary(let b):
-            socket?.sent(.binary(b))
-            input = .frame(id, .binary(b))
-        case .ping(let data):
-            // The codec answers pings itself (its pong is already queued): record both.
-            socket?.ping(data, .outbound)
-            socket?.pong(data, .inbound)
-            return
-        case .pong(let data):
-            socket?.pong(data, .outbound)
-            return
-        case .closeReceived:
-            return  // transparent mode only; not used here
-        case .closed(let code, let reason):
-            let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
-            socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
+        switch record(event, on: socket) {
+        case nil: return
+        case .frame(let frame)?: input = .frame(id, frame)
+        case .ended(let onWire, _, let reason, _)?:
             input = .closed(id, code: onWire, reason: reason)
-        case .protocolError(let e):
-            socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
-            input = .closed(id, code: Int(e.closeCode.rawValue), reason: e.message)
         }
         loop.execute { [self] in
             if case .closed = input {
