@@ -46,6 +46,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // epoll and eventfd (Linux, libc6-dev), which Swift's Glibc module does not export: the event loop.
+        .systemLibrary(name: "CEpoll", providers: [.apt(["libc6-dev"])]),
 
         // Wire model: JSON values, messages, RPC catalogue, traceparent, PTC1, seeded RNG.
         .target(name: "RelayProtocol", swiftSettings: strict),
@@ -98,8 +100,9 @@ let package = Package(
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
         .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay", "WireReplay", "Runtime", "Trace"], swiftSettings: strict),
-        // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
-        .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
+        // POSIX TCP, OpenSSL TLS, epoll event loops with a WebSocket server and client connections on them,
+        // and the blocking WebSocket client, all over the sans-IO codec.
+        .target(name: "Net", dependencies: ["WebSocket", "COpenSSL", "CEpoll"], swiftSettings: strict),
         // The trace viewer (`relaytrace view`, `timeline --html`): the page (HTML, CSS, JavaScript compiled
         // in), its JSON API over the trace's index, and a small loopback HTTP/1.1 server.
         .target(name: "Viewer", dependencies: ["Inspect", "Trace", "RelayProtocol", "Net"], swiftSettings: strict),
@@ -132,7 +135,7 @@ let package = Package(
         .testTarget(name: "WatchCaptureTests", dependencies: ["WatchCapture", "WatchLink", "WatchNet", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "ReplayTesting", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Proxy", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WireReplayTests", dependencies: ["WireReplay", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "LinkQRTests", dependencies: ["LinkQR"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),

@@ -18,6 +18,9 @@ public enum RelayConstants {
     public static let rateBucketCapacity = 50.0
     /// §2: the bucket refills at this many frames per second.
     public static let rateRefillPerSecond = 25.0
+    /// The `error` code of a frame refused for the rate limit. PROTOCOL.md §2 says the real relay drops
+    /// the excess silently; this relay answers every refused frame instead (docs/CLI.md, "relay").
+    public static let rateLimitedError = RelayErrorCode.rateLimited
     /// §5: at most this many events are kept per user for replay.
     public static let replayBufferCount = 500
     /// §5: events older than this are not replayed.

@@ -174,7 +174,7 @@ public struct DevRelay: Sendable {
             log("\(old) replaced by \(c) (same device): closed")
             removeConnection(old, announce: false)
         }
-        connections[c] = RelayConnection(id: c, identity: identity, at: now)
+        connections[c] = RelayConnection(id: c, identity: identity, at: now, rateLimited: !request.inProcess)
         devices[key] = c
         emit(.acceptUpgrade(c))
         // A simulated desktop has no socket to go silent.
@@ -257,15 +257,22 @@ public struct DevRelay: Sendable {
 
     mutating func receiveText(_ c: ConnectionID, _ text: String) {
         guard var conn = connections[c] else { return }
-        // §2: token bucket per connection, silently dropping the excess.
-        let elapsed = (now - conn.tokensAt).seconds
-        conn.tokens = min(RelayConstants.rateBucketCapacity, conn.tokens + elapsed * RelayConstants.rateRefillPerSecond)
-        conn.tokensAt = now
-        guard conn.tokens >= 1 else {
-            connections[c] = conn
-            return
+        if conn.isRateLimited {
+            // §2: a token bucket per client socket. A frame over the limit is refused out loud (an
+            // `rpc.request` gets its error response, anything else an `error` frame), never dropped.
+            let elapsed = (now - conn.tokensAt).seconds
+            conn.tokens = min(RelayConstants.rateBucketCapacity, conn.tokens + elapsed * RelayConstants.rateRefillPerSecond)
+            conn.tokensAt = now
+            guard conn.tokens >= 1 else {
+                let firstOfBurst = !conn.overRateLimit
+                conn.overRateLimit = true
+                connections[c] = conn
+                return refuseOverRateLimit(c, text, retryAfter: (1 - conn.tokens) / RelayConstants.rateRefillPerSecond,
+                                           logIt: firstOfBurst)
+            }
+            conn.tokens -= 1
+            conn.overRateLimit = false
         }
-        conn.tokens -= 1
         connections[c] = conn
         let json: JSONValue
         do throws(JSONParseError) {
@@ -361,6 +368,23 @@ public struct DevRelay: Sendable {
         case .terminalBound, .registered, .resumed, .error, .legacy, .unknown:
             sendError(c, .unknownMessageType, "unknown message type \"\(type)\" from a client; see docs/PROTOCOL.md §3")
         }
+    }
+
+    /// Answers a text frame refused for the rate limit: an `rpc.request` with its `rpc.response` carrying
+    /// error -32011 (`data.retryAfterMs`, the request's traceparent echoed), any other frame with an
+    /// `error` frame of code `rateLimited` naming its type. Both say when to retry.
+    private mutating func refuseOverRateLimit(_ c: ConnectionID, _ text: String, retryAfter seconds: Double, logIt: Bool) {
+        let retryMs = Int64((seconds * 1000).rounded(.up))
+        let limit = "over the rate limit of \(Int(RelayConstants.rateBucketCapacity)) text frames per socket (refilled at \(Int(RelayConstants.rateRefillPerSecond))/s)"
+        let json = try? JSONValue(parsing: text)
+        let type = json?["type"]?.stringValue ?? "frame"
+        if logIt { log("\(c) \(limit): refusing frames until the bucket refills (first: \(type))") }
+        if let json, type == RelayMessage.TypeName.rpcRequest, case .rpcRequest(let r)? = try? RelayMessage(decoding: json) {
+            let body = RpcErrorBody(.rateLimited, message: "Rate limited: \(limit); retry after \(retryMs) ms",
+                                    data: .object(["retryAfterMs": .int(retryMs)]))
+            return send(c, .rpcResponse(RpcResponse(id: r.id, result: nil, error: body, isFinal: true, traceparent: r.traceparent)))
+        }
+        sendError(c, RelayConstants.rateLimitedError, "\(type) not processed: \(limit); retry after \(retryMs) ms")
     }
 
     private func decodeErrorCode(type: String, path: String, json: JSONValue) -> RelayErrorCode {

@@ -37,14 +37,19 @@ public struct RelayConnection: Sendable, Hashable {
     public internal(set) var deviceName = ""
     /// The terminal sessions this phone bound with `terminal.binary.bind`.
     public internal(set) var boundTerminals: Set<String> = []
+    /// Whether the rate limit applies (every client socket; not the in-process desktop's).
+    public let isRateLimited: Bool
     var tokens = RelayConstants.rateBucketCapacity
     var tokensAt: Moment
+    /// Set while frames are being refused for the rate limit (the log says so once per burst).
+    var overRateLimit = false
 
     /// Whether a `register` succeeded on this socket.
     public var isRegistered: Bool { sessionId != nil }
 
-    init(id: ConnectionID, identity: UpgradeIdentity, at now: Moment) {
+    init(id: ConnectionID, identity: UpgradeIdentity, at now: Moment, rateLimited: Bool) {
         self.id = id
+        isRateLimited = rateLimited
         userId = identity.userId
         deviceId = identity.deviceId
         kind = identity.kind

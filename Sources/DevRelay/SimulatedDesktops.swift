@@ -17,7 +17,8 @@ public struct SimulatedPeer: Sendable {
 /// with its own jobs and snapshot streams, plus those of ``DevRelayConfiguration/desktopsAtStart``.
 ///
 /// They talk to the relay over connections with ``ConnectionID/simulatedBit`` set, exactly as a real
-/// desktop's socket would (upgrade, `register`, frames through the same rate limit, faults and routing),
+/// desktop's socket would (upgrade, `register`, frames through the same faults and routing; not the
+/// per-socket rate limit, since one such connection carries every phone's RPCs),
 /// but with no socket and no latency: the relay hands their frames over inside ``DevRelay/handle(_:at:)``
 /// in order (a FIFO, no recursion), so a driver only ever sees the real sockets. A real desktop of the
 /// same account and ID takes over from a simulated one (which then goes away for good).
@@ -184,11 +185,14 @@ extension DevRelay {
     private mutating func desktopAction(_ serial: UInt64, _ action: DesktopAction) {
         guard let peer = simulated[serial] else { return }
         switch action {
-        case .connect(let request):
+        case .connect(var request):
             lastSimulatedConnection += 1
             let c = ConnectionID(rawValue: ConnectionID.simulatedBit | lastSimulatedConnection)
             simulated[serial]?.connection = c
             simulatedOwner[c] = serial
+            // One simulated desktop serves every phone of its account through this connection: the
+            // per-socket rate limit is for client sockets (it capped all RPCs near 25/s, dropping the rest).
+            request.inProcess = true
             upgrade(c, request)
         case .send(let frame):
             guard let c = peer.connection, connections[c] != nil else { return }

@@ -45,11 +45,16 @@ public struct UpgradeRequest: Sendable, Hashable {
     public var path: String
     /// The headers in the order sent; names compare case-insensitively (``value(of:)``).
     public var headers: [UpgradeHeader]
+    /// Whether the peer runs inside the relay itself (a simulated desktop, set by the relay machine, never
+    /// from a header): its connection carries every phone's traffic, so the per-socket rate limit
+    /// (PROTOCOL.md §2) does not apply to it.
+    public var inProcess: Bool
 
     /// Creates a request.
-    public init(path: String = RelayConstants.devicePath, headers: [UpgradeHeader]) {
+    public init(path: String = RelayConstants.devicePath, headers: [UpgradeHeader], inProcess: Bool = false) {
         self.path = path
         self.headers = headers
+        self.inProcess = inProcess
     }
 
     /// The value of the first header called `name` (ASCII case-insensitive), or nil.

@@ -1,7 +1,7 @@
 import Glibc
 
-/// A joinable POSIX thread running a closure: the blocking server and the live driver run one per
-/// socket (no Dispatch, no actors on the per-frame path).
+/// A joinable POSIX thread running a closure: each event loop runs on one; the blocking client and the
+/// live driver run one per socket (no Dispatch, no actors on the per-frame path).
 public final class NetThread: Sendable {
     private final class Box {
         let body: @Sendable () -> Void
@@ -27,6 +27,14 @@ public final class NetThread: Sendable {
             throw NetError.system(.socket, "start thread \(name)", rc, "too many threads; close connections")
         }
         handle = thread
+    }
+
+    /// Starts a thread running `body` that nobody joins (its resources go when it ends): for short
+    /// helpers such as a name lookup for the event loop, which must not block on it.
+    /// - Throws: ``NetError`` `.socket` when the thread cannot start.
+    public static func detached(name: String = "net", _ body: @escaping @Sendable () -> Void) throws(NetError) {
+        let thread = try NetThread(name: name, body)
+        _ = pthread_detach(thread.handle)
     }
 
     /// Waits for the thread to finish. Call it once, and never from the thread itself.

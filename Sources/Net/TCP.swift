@@ -152,28 +152,44 @@ public enum TCP {
     }
 
     private static func connect(_ address: ResolvedAddress, deadline: Deadline, operation: String) throws(NetError) -> TCPStream {
-        let type = Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
-        let fd = socket(address.family, type, Int32(IPPROTO_TCP))
-        guard fd >= 0 else { throw NetError.system(.socket, "\(operation) (creating the socket)", errno) }
+        let (fd, pending) = try beginConnect(address, operation: operation)
         do throws(NetError) {
-            let rc = address.withSockaddr { Glibc.connect(fd, $0, $1) }
-            if rc != 0 {
-                let code = errno
-                guard code == EINPROGRESS || code == EINTR else { throw connectError(code, operation) }
-                _ = try waitUntilReady(fd, Int16(POLLOUT), deadline, operation)
-                var soError: Int32 = 0
-                var length = socklen_t(MemoryLayout<Int32>.size)
-                guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length) == 0 else {
-                    throw NetError.system(.connect, operation, errno)
-                }
-                if soError != 0 { throw connectError(soError, operation) }
-            }
-            try setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1, "TCP_NODELAY", operation)
+            if pending { _ = try waitUntilReady(fd, Int16(POLLOUT), deadline, operation) }
+            try completeConnect(fd, operation: operation)
             return TCPStream(descriptor: fd)
         } catch {
             closeDescriptor(fd)
             throw error
         }
+    }
+
+    /// Starts a non-blocking connect to `address`: a new non-blocking, close-on-exec socket and
+    /// `connect(2)`. Returns the descriptor and whether the connect is still in progress (then wait until
+    /// the socket is writable and call ``completeConnect(_:operation:)``).
+    static func beginConnect(_ address: ResolvedAddress, operation: String) throws(NetError) -> (fd: Int32, pending: Bool) {
+        let type = Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
+        let fd = socket(address.family, type, Int32(IPPROTO_TCP))
+        guard fd >= 0 else { throw NetError.system(.socket, "\(operation) (creating the socket)", errno) }
+        let rc = address.withSockaddr { Glibc.connect(fd, $0, $1) }
+        if rc == 0 { return (fd, false) }
+        let code = errno
+        guard code == EINPROGRESS || code == EINTR else {
+            closeDescriptor(fd)
+            throw connectError(code, operation)
+        }
+        return (fd, true)
+    }
+
+    /// Finishes a connect once its socket is writable: its outcome (`SO_ERROR`), then `TCP_NODELAY`.
+    /// The caller closes `fd` when this throws.
+    static func completeConnect(_ fd: Int32, operation: String) throws(NetError) {
+        var soError: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length) == 0 else {
+            throw NetError.system(.connect, operation, errno)
+        }
+        if soError != 0 { throw connectError(soError, operation) }
+        try setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1, "TCP_NODELAY", operation)
     }
 
     private static func connectError(_ code: Int32, _ operation: String) -> NetError {
@@ -341,6 +357,34 @@ public final class TCPListener: Sendable {
             if isClosed.load(ordering: .acquiring) {
                 throw NetError(.closed, operation: operation, "the listener was closed")
             }
+            switch acceptNow() {
+            case .accepted(let fd):
+                return TCPStream(descriptor: fd)
+            case .failed(let error):
+                throw error
+            case .wouldBlock:
+                if try waitUntilReady(descriptor, Int16(POLLIN), deadline, operation, wake: wakeRead) == .woken {
+                    throw NetError(.closed, operation: operation, "the listener was closed")
+                }
+            }
+        }
+    }
+
+    /// What one non-blocking ``acceptNow()`` did.
+    enum AcceptOutcome {
+        /// A connection: its descriptor, non-blocking, close-on-exec, `TCP_NODELAY` (owned by the caller).
+        case accepted(Int32)
+        /// No connection is waiting.
+        case wouldBlock
+        /// Accepting failed (e.g. `EMFILE`: too many open files).
+        case failed(NetError)
+    }
+
+    /// Accepts one waiting connection without blocking (the event loop's acceptor calls it until
+    /// `.wouldBlock`).
+    func acceptNow() -> AcceptOutcome {
+        let operation = "accept on \(localAddress)"
+        while true {
             // accept4 is not visible through Swift's Glibc module: the flags follow at once (a descriptor
             // inherited by a process spawned in between would only hold the connection open longer).
             let fd = Glibc.accept(descriptor, nil, nil)
@@ -350,21 +394,19 @@ public final class TCPListener: Sendable {
                     try setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1, "TCP_NODELAY", operation)
                 } catch {
                     closeDescriptor(fd)
-                    throw error
+                    return .failed(error)
                 }
-                return TCPStream(descriptor: fd)
+                return .accepted(fd)
             }
             let code = errno
             switch code {
             case EINTR, ECONNABORTED, EPROTO:
                 continue
             case EAGAIN, EWOULDBLOCK:
-                if try waitUntilReady(descriptor, Int16(POLLIN), deadline, operation, wake: wakeRead) == .woken {
-                    throw NetError(.closed, operation: operation, "the listener was closed")
-                }
+                return .wouldBlock
             default:
-                throw NetError.system(.accept, operation, code,
-                                      code == EMFILE || code == ENFILE ? "too many open files; close connections or raise the limit" : "")
+                return .failed(NetError.system(.accept, operation, code,
+                                               code == EMFILE || code == ENFILE ? "too many open files; close connections or raise the limit" : ""))
             }
         }
     }

@@ -104,18 +104,111 @@ public final class TLSServerContext: Sendable {
         context.withLock { SSL_CTX_free($0) }
     }
 
-    fileprivate func newSSL() -> OpaquePointer? {
+    /// A new server-side `SSL` for one accepted connection.
+    func newSSL() -> OpaquePointer? {
         context.withLock { SSL_new($0) }
     }
 }
 
-/// The outcome of one OpenSSL call made under the stream's lock.
-private enum SSLStep: Sendable {
+/// The outcome of one non-blocking OpenSSL call (``sslStep(_:_:)``).
+enum SSLStep: Sendable {
     case done(Int)
     case wantRead
     case wantWrite
     case endOfStream
     case failed(code: Int32, errno: Int32, detail: String, verifyResult: Int)
+}
+
+/// One OpenSSL call on `ssl`, with the error queue cleared before and read after. `body` returns a byte
+/// count on success, nil on failure (then `SSL_get_error` says why). The blocking stream calls it under
+/// its lock; the event loop on its own thread.
+func sslStep(_ ssl: OpaquePointer, _ body: (OpaquePointer) -> Int?) -> SSLStep {
+    ERR_clear_error()
+    errno = 0
+    // The return value for SSL_get_error: any value <= 0 means failure.
+    if let n = body(ssl) { return .done(n) }
+    let code = SSL_get_error(ssl, 0)
+    switch code {
+    case SSL_ERROR_WANT_READ: return .wantRead
+    case SSL_ERROR_WANT_WRITE: return .wantWrite
+    case SSL_ERROR_ZERO_RETURN: return .endOfStream
+    case SSL_ERROR_SYSCALL where errno == 0 && ERR_peek_error() == 0: return .endOfStream
+    default:
+        let savedErrno = errno
+        return .failed(code: code, errno: savedErrno, detail: openSSLErrors(), verifyResult: SSL_get_verify_result(ssl))
+    }
+}
+
+/// The error of a failed OpenSSL call (not a handshake's certificate check, see ``tlsHandshakeFailure``).
+func tlsFailure(_ code: Int32, _ errnoValue: Int32, _ detail: String, _ operation: String) -> NetError {
+    if code == SSL_ERROR_SYSCALL && errnoValue != 0 {
+        return NetError.system(.tls, operation, errnoValue, "the connection failed; reconnect")
+    }
+    return NetError(.tls, operation: operation, "OpenSSL error \(code): \(detail)")
+}
+
+/// The error of a failed handshake step: a certificate that did not verify, else ``tlsFailure``.
+func tlsHandshakeFailure(_ code: Int32, _ errnoValue: Int32, _ detail: String, verifyResult: Int, _ operation: String) -> NetError {
+    if verifyResult != Int(X509_V_OK) {
+        let reason = X509_verify_cert_error_string(verifyResult).map { String(cString: $0) } ?? "error \(verifyResult)"
+        return NetError(.certificateVerification, operation: operation,
+                        "the server's certificate did not verify: \(reason); trust its CA (trustedCAFile) or connect with the name it was issued for")
+    }
+    return tlsFailure(code, errnoValue, detail, operation)
+}
+
+/// The peer closed the TCP connection in the middle of a TLS handshake.
+func tlsHandshakeEnded(_ operation: String) -> NetError {
+    NetError(.tls, operation: operation, "the peer closed the connection during the handshake (does it speak TLS? does it trust us?)")
+}
+
+/// A configured client `SSL` on `descriptor`: SNI and host-name verification with `name`, chain
+/// verification against `configuration.trustedCAFile` or the system store (unless `verifyPeer` is
+/// false), in connect state. Its own `SSL_CTX` reference keeps the context alive.
+func makeClientSSL(descriptor: Int32, name: String, configuration: TLSClientConfiguration,
+                   operation: String) throws(NetError) -> sending OpaquePointer {
+    let ctx = try makeContext(server: false, operation: operation)
+    defer { SSL_CTX_free(ctx) }
+    if configuration.verifyPeer {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
+        if let file = configuration.trustedCAFile {
+            guard SSL_CTX_load_verify_file(ctx, file) == 1 else {
+                throw NetError(.tls, operation: operation,
+                               "cannot load trusted CA file \(file): \(openSSLErrors()); give a PEM file of CA certificates")
+            }
+        } else if SSL_CTX_set_default_verify_paths(ctx) != 1 {
+            throw NetError(.tls, operation: operation,
+                           "cannot load the system trust store: \(openSSLErrors()); install ca-certificates or pass trustedCAFile")
+        }
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
+    }
+    guard let ssl = SSL_new(ctx) else {
+        throw NetError(.tls, operation: operation, "SSL_new failed: \(openSSLErrors())")
+    }
+    var configured = SSL_set_fd(ssl, descriptor) == 1
+    if isNumericAddress(name) {
+        if configuration.verifyPeer && configured {
+            configured = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1
+        }
+    } else if configured {
+        let sniSet = name.withCString { cName in
+            SSL_ctrl(ssl, ctrlSetTLSExtHostname, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: cName))
+        }
+        configured = sniSet == 1 && (!configuration.verifyPeer || SSL_set1_host(ssl, name) == 1)
+    }
+    guard configured else {
+        SSL_free(ssl)
+        throw NetError(.tls, operation: operation, "cannot configure the connection for \(name): \(openSSLErrors())")
+    }
+    SSL_set_connect_state(ssl)
+    return ssl
+}
+
+/// Lets `SSL_write` return after writing part of the buffer (whole records): the event loop writes
+/// what the socket takes and keeps the rest.
+func enablePartialWrites(_ ssl: OpaquePointer) {
+    _ = SSL_ctrl(ssl, ctrlMode, Int(SSL_MODE_ENABLE_PARTIAL_WRITE), nil)
 }
 
 /// TLS over a ``TCPStream`` through the system OpenSSL, on the non-blocking socket: `WANT_READ` waits
@@ -154,7 +247,7 @@ public final class TLSStream: ByteStream {
         let deadline = Deadline(timeout)
         let handle: OpaquePointer
         do throws(NetError) {
-            handle = try clientSSL(descriptor: tcp.descriptor, name: name, configuration: configuration, operation: operation)
+            handle = try makeClientSSL(descriptor: tcp.descriptor, name: name, configuration: configuration, operation: operation)
         } catch {
             tcp.close()
             throw error
@@ -162,47 +255,6 @@ public final class TLSStream: ByteStream {
         let stream = TLSStream(tcp: tcp, ssl: handle)
         try stream.handshake(deadline: deadline, operation: operation)
         return stream
-    }
-
-    /// A configured client `SSL` on `descriptor` (its own `SSL_CTX` reference keeps the context alive).
-    private static func clientSSL(descriptor: Int32, name: String, configuration: TLSClientConfiguration,
-                                  operation: String) throws(NetError) -> sending OpaquePointer {
-        let ctx = try makeContext(server: false, operation: operation)
-        defer { SSL_CTX_free(ctx) }
-        if configuration.verifyPeer {
-            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
-            if let file = configuration.trustedCAFile {
-                guard SSL_CTX_load_verify_file(ctx, file) == 1 else {
-                    throw NetError(.tls, operation: operation,
-                                   "cannot load trusted CA file \(file): \(openSSLErrors()); give a PEM file of CA certificates")
-                }
-            } else if SSL_CTX_set_default_verify_paths(ctx) != 1 {
-                throw NetError(.tls, operation: operation,
-                               "cannot load the system trust store: \(openSSLErrors()); install ca-certificates or pass trustedCAFile")
-            }
-        } else {
-            SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
-        }
-        guard let ssl = SSL_new(ctx) else {
-            throw NetError(.tls, operation: operation, "SSL_new failed: \(openSSLErrors())")
-        }
-        var configured = SSL_set_fd(ssl, descriptor) == 1
-        if isNumericAddress(name) {
-            if configuration.verifyPeer && configured {
-                configured = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1
-            }
-        } else if configured {
-            let sniSet = name.withCString { cName in
-                SSL_ctrl(ssl, ctrlSetTLSExtHostname, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: cName))
-            }
-            configured = sniSet == 1 && (!configuration.verifyPeer || SSL_set1_host(ssl, name) == 1)
-        }
-        guard configured else {
-            SSL_free(ssl)
-            throw NetError(.tls, operation: operation, "cannot configure the connection for \(name): \(openSSLErrors())")
-        }
-        SSL_set_connect_state(ssl)
-        return ssl
     }
 
     /// Runs the server handshake over an accepted `tcp` with `context`'s identity.
@@ -238,14 +290,11 @@ public final class TLSStream: ByteStream {
                 case .wantRead: _ = try waitUntilReady(tcp.descriptor, Int16(POLLIN), deadline, operation)
                 case .wantWrite: _ = try waitUntilReady(tcp.descriptor, Int16(POLLOUT), deadline, operation)
                 case .endOfStream:
-                    throw NetError(.tls, operation: operation, "the peer closed the connection during the handshake (does it speak TLS? does it trust us?)")
+                    throw tlsHandshakeEnded(operation)
                 case .failed(let code, let errnoValue, let detail, let verifyResult):
-                    if verifyResult != Int(X509_V_OK) {
-                        let reason = X509_verify_cert_error_string(verifyResult).map { String(cString: $0) } ?? "error \(verifyResult)"
-                        throw NetError(.certificateVerification, operation: operation,
-                                       "the server's certificate did not verify: \(reason); trust its CA (trustedCAFile) or connect with the name it was issued for")
-                    }
-                    throw failure(code, errnoValue, detail, operation)
+                    throw verifyResult != Int(X509_V_OK)
+                        ? tlsHandshakeFailure(code, errnoValue, detail, verifyResult: verifyResult, operation)
+                        : failure(code, errnoValue, detail, operation)
                 }
             }
         } catch {
@@ -254,24 +303,11 @@ public final class TLSStream: ByteStream {
         }
     }
 
-    /// One OpenSSL call under the lock, with the error queue cleared before and read after.
-    /// `body` returns a byte count on success, nil on failure (then `SSL_get_error` says why).
+    /// One OpenSSL call under the lock (``sslStep(_:_:)``).
     private func call(_ body: (OpaquePointer) -> Int?) -> SSLStep {
-        ssl.withLock { ssl -> SSLStep in
-            ERR_clear_error()
-            errno = 0
-            // The return value for SSL_get_error: any value <= 0 means failure.
-            if let n = body(ssl) { return .done(n) }
-            let code = SSL_get_error(ssl, 0)
-            switch code {
-            case SSL_ERROR_WANT_READ: return .wantRead
-            case SSL_ERROR_WANT_WRITE: return .wantWrite
-            case SSL_ERROR_ZERO_RETURN: return .endOfStream
-            case SSL_ERROR_SYSCALL where errno == 0 && ERR_peek_error() == 0: return .endOfStream
-            default:
-                let savedErrno = errno
-                return .failed(code: code, errno: savedErrno, detail: openSSLErrors(), verifyResult: SSL_get_verify_result(ssl))
-            }
+        ssl.withLock { (ssl: inout OpaquePointer) -> SSLStep in
+            let handle = ssl
+            return sslStep(handle, body)
         }
     }
 
@@ -279,10 +315,7 @@ public final class TLSStream: ByteStream {
         if isClosed.load(ordering: .acquiring) {
             return NetError(.closed, operation: operation, "the stream was closed by this end; open a new connection")
         }
-        if code == SSL_ERROR_SYSCALL && errnoValue != 0 {
-            return NetError.system(.tls, operation, errnoValue, "the connection failed; reconnect")
-        }
-        return NetError(.tls, operation: operation, "OpenSSL error \(code): \(detail)")
+        return tlsFailure(code, errnoValue, detail, operation)
     }
 
     /// Reads decrypted bytes (see ``ByteStream/read(into:timeout:)``).

@@ -2,8 +2,8 @@ public import WebSocket
 import Synchronization
 
 /// A blocking WebSocket connection after the opening handshake: a ``ByteStream`` driven through the
-/// sans-IO ``WebSocketConnection`` codec. Made by ``WebSocketClient/connect(url:headers:tls:timeout:configuration:closeTimeout:)``
-/// or handed to a ``WebSocketServer`` handler.
+/// sans-IO ``WebSocketConnection`` codec. Made by ``WebSocketClient/connect(url:headers:tls:timeout:configuration:closeTimeout:maskingKeys:)``
+/// (servers use ``WebSocketServer`` and ``LoopWebSocket`` on event loops instead).
 ///
 /// Threading (the live driver's shape): one thread calls ``receive(timeout:)`` in a loop; any thread
 /// may send, ping or close meanwhile. The codec sits in a `Mutex` held only to feed it bytes or take its

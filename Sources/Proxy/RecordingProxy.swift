@@ -48,355 +48,419 @@ public enum ProxyHeaders {
     }
 }
 
-/// A recording WebSocket proxy between unmodified clients and any relay (`relaytrace proxy`).
+/// A recording WebSocket proxy between unmodified clients and any relay (`relaytrace proxy`), served from
+/// event loops (``LoopStreamServer``: about one loop per core, never a thread per connection).
 ///
-/// Each accepted client gets its own upstream connection. The proxy terminates TLS on the listening side
-/// when it has a server identity, reads and validates the client's upgrade request, opens the upstream
-/// (TCP, TLS verified as configured) and sends the client's upgrade with the client's own
-/// `Sec-WebSocket-Key` and every end-to-end header (``ProxyHeaders``). The upstream's answer goes back
-/// to the client byte for byte: a refusal (401, 429...) with its body, or the 101 head. From then on the
-/// two streams are relayed **as bytes**, frame boundaries, masks, fragments, pings, pongs and close
-/// frames untouched, so neither side can tell a proxy is there (the close handshake and ping answers are
-/// the real peers'). A copy of each stream goes through a sans-IO ``WebSocketConnection`` parser that
-/// only observes: whole messages, pings, pongs and the first close are recorded into the
-/// ``WireRecorder`` before the bytes are written on, so the trace's order is the order the proxy saw.
+/// Each accepted client gets its own upstream connection, on the client's loop. The proxy terminates TLS
+/// on the listening side when it has a server identity, reads and validates the client's upgrade request,
+/// opens the upstream without blocking (TCP, TLS verified as configured) and sends the client's upgrade
+/// with the client's own `Sec-WebSocket-Key` and every end-to-end header (``ProxyHeaders``). The
+/// upstream's answer goes back to the client byte for byte: a refusal (401, 429...) with its body, or the
+/// 101 head. From then on the two streams are relayed **as bytes**, frame boundaries, masks, fragments,
+/// pings, pongs and close frames untouched, so neither side can tell a proxy is there (the close
+/// handshake and ping answers are the real peers'). A copy of each stream goes through a sans-IO
+/// ``WebSocketConnection`` parser that only observes: whole messages, pings, pongs and the first close are
+/// recorded into the ``WireRecorder`` before the bytes are written on, so the trace's order is the order
+/// the proxy saw.
 ///
 /// A client whose upstream cannot be reached gets `502 Bad Gateway` with the reason; a connection that
-/// one side ends without a close frame is ended on the other side the same way (the peer sees 1006, as it
-/// would have). Memory per connection is two 64 KiB buffers plus the message being reassembled for the
-/// recording (at most 32 MiB; past that the proxy stops recording that direction, says so in a marker,
-/// and keeps forwarding: the relay's own limit answers). One thread per direction of each connection.
+/// one side ends is ended on the other side the same way once what was forwarded is written (a close
+/// without a close frame is seen as 1006, as it would have been). Backpressure crosses over: while one
+/// side's output is over its pause mark the proxy stops reading the other side (``LoopBufferLimits``), so
+/// memory per connection is two output buffers of at most about 1 MiB plus the message being reassembled
+/// for the recording (at most 32 MiB; past that the proxy stops recording that direction, says so in a
+/// marker, and keeps forwarding: the relay's own limit answers).
 public final class RecordingProxy: Sendable {
     /// The listening address (with the real port when 0 was asked for).
     public let localAddress: SocketAddress
     /// The URL clients connect to: `ws://` or `wss://` this address, with the upstream's path.
     public let url: String
 
-    private let listener: TCPListener
+    private let server: LoopStreamServer
     private let core: ProxyCore
-    private let acceptThread = Mutex<NetThread?>(nil)
 
     /// Listens on `host:port` and forwards every client to `upstream`.
     /// - Parameters:
     ///   - tls: the listening side's identity for `wss`; nil listens with plain `ws`.
     ///   - recorder: where the wire trace goes (nil: forward only).
-    ///   - handshakeTimeout: bound on a client's TLS handshake and upgrade request, and on the upstream's
-    ///     connect, TLS and upgrade answer.
+    ///   - handshakeTimeout: bound on a client's TLS handshake and upgrade request together with the
+    ///     upstream's connect, TLS and upgrade answer.
     ///   - log: one line per connection event.
-    /// - Throws: ``NetError`` when the address cannot be bound or the accept thread not started.
+    /// - Throws: ``NetError`` when the address cannot be bound or the loops cannot start.
     public init(host: String = "127.0.0.1", port: UInt16 = 0, tls: TLSServerContext? = nil, upstream: ProxyUpstream,
                 recorder: WireRecorder?, handshakeTimeout: Duration = .seconds(10),
                 log: @escaping @Sendable (String) -> Void = { _ in }) throws(NetError) {
-        listener = try TCPListener(host: host, port: port)
-        localAddress = listener.localAddress
+        let core = ProxyCore(upstream: upstream, recorder: recorder, handshakeTimeout: handshakeTimeout, log: log)
+        self.core = core
+        server = try LoopStreamServer(host: host, port: port, tls: tls, log: log) { stream in core.accepted(stream) }
+        localAddress = server.localAddress
         let shownHost = host.contains(":") ? "[\(host)]" : host
         let path = upstream.url.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"
-        url = "\(tls == nil ? "ws" : "wss")://\(shownHost):\(listener.port)\(path)"
-        core = ProxyCore(tls: tls, upstream: upstream, recorder: recorder, handshakeTimeout: handshakeTimeout, log: log)
-        let thread = try NetThread(name: "proxy-accept") { [listener, core] in core.acceptLoop(listener) }
-        acceptThread.withLock { $0 = thread }
+        url = "\(tls == nil ? "ws" : "wss")://\(shownHost):\(server.port)\(path)"
     }
 
     /// The listening port.
     public var port: UInt16 { localAddress.port }
 
     /// How many client connections were accepted so far.
-    public var accepted: Int { core.accepted }
+    public var accepted: Int { core.acceptedCount.load(ordering: .relaxed) }
 
-    /// Stops accepting, ends every connection (both legs dropped) and joins every thread. Idempotent.
+    /// Stops accepting, ends every connection (both legs dropped) and stops the loops. Idempotent.
     public func stop() {
-        listener.close()
-        acceptThread.withLock { t -> NetThread? in
-            defer { t = nil }
-            return t
-        }?.join()
-        core.stopAll()
+        server.stop()
     }
-
-    deinit { listener.close() }
 }
 
-/// The proxy's connections and their threads.
+/// What every proxied connection shares.
 final class ProxyCore: Sendable {
-    private struct Registry {
-        var next = 0
-        var accepted = 0
-        var threads: [Int: [NetThread]] = [:]
-        var streams: [Int: [any ByteStream]] = [:]
-        var finished: Set<Int> = []
-        var stopped = false
-    }
-
-    let tls: TLSServerContext?
     let upstream: ProxyUpstream
     let recorder: WireRecorder?
     let handshakeTimeout: Duration
     let log: @Sendable (String) -> Void
-    private let registry = Mutex(Registry())
+    let acceptedCount = Atomic<Int>(0)
 
-    init(tls: TLSServerContext?, upstream: ProxyUpstream, recorder: WireRecorder?, handshakeTimeout: Duration,
-         log: @escaping @Sendable (String) -> Void) {
-        self.tls = tls
+    init(upstream: ProxyUpstream, recorder: WireRecorder?, handshakeTimeout: Duration, log: @escaping @Sendable (String) -> Void) {
         self.upstream = upstream
         self.recorder = recorder
         self.handshakeTimeout = handshakeTimeout
         self.log = log
     }
 
-    var accepted: Int { registry.withLock { $0.accepted } }
+    /// A client socket was accepted (on its loop, before it starts).
+    func accepted(_ client: LoopStream) {
+        acceptedCount.add(1, ordering: .relaxed)
+        ProxiedConnection(core: self, client: client).start()
+    }
+}
 
-    func acceptLoop(_ listener: TCPListener) {
-        while true {
-            let tcp: TCPStream
-            do {
-                tcp = try listener.accept(timeout: nil)
-            } catch {
-                if error.kind == .closed { return }
-                log("accept failed: \(error)")
-                _ = usleep(50_000)  // EMFILE and the like: back off instead of spinning
-                continue
-            }
-            reap()
-            guard let id = registry.withLock({ r -> Int? in
-                guard !r.stopped else { return nil }
-                r.next += 1
-                r.accepted += 1
-                r.streams[r.next] = [tcp]
-                return r.next
-            }) else {
-                tcp.close()
-                return
-            }
-            do {
-                let thread = try NetThread(name: "proxy-\(id)") { [self] in
-                    serve(tcp, id: id)
-                    registry.withLock { r in
-                        r.streams[id] = nil
-                        r.finished.insert(id)
-                    }
-                }
-                registry.withLock { $0.threads[id, default: []].append(thread) }
-            } catch {
-                log("\(tcp.remoteAddress): \(error)")
-                registry.withLock { _ = $0.streams.removeValue(forKey: id) }
-                tcp.close()
-            }
+/// One proxied connection, on its loop: the client's stream, the upstream's, the upgrade between them,
+/// then the two byte pumps with their observers.
+final class ProxiedConnection: @unchecked Sendable {
+    // Thread-safety: `@unchecked` because every `var` is touched only on `loop` (the streams' callbacks,
+    // the timer and the connect completion all run there).
+    private enum Phase {
+        /// The client's TLS handshake and upgrade request.
+        case readingRequest
+        /// Connecting upstream (TCP, TLS).
+        case connecting
+        /// The upgrade went upstream; reading its answer.
+        case readingResponse
+        /// The upstream refused: reading the refusal's body (up to its Content-Length, at most 64 KiB).
+        case readingRefusal(status: Int, message: String, length: Int, headEnd: Int)
+        /// Bytes flow both ways.
+        case pumping
+        /// Over.
+        case done
+    }
+
+    private let core: ProxyCore
+    private let loop: EventLoop
+    private let client: LoopStream
+    private let peer: String
+    private var relay: LoopStream?
+    private var phase = Phase.readingRequest
+    private var timer: LoopTimer?
+    private var handshake = WebSocketServerHandshake()
+    private var request: WebSocketUpgradeRequest?
+    private var early: [UInt8] = []
+    private var upstreamHandshake: WebSocketClientHandshake?
+    private var head: [UInt8] = []
+    private var socket: WireSocket?
+    private var tag = ""
+    private var fromClient: Observer?
+    private var fromRelay: Observer?
+    /// Whether the client's TLS handshake (if any) is done.
+    private var clientReady = false
+
+    init(core: ProxyCore, client: LoopStream) {
+        self.core = core
+        self.loop = client.loop
+        self.client = client
+        self.peer = client.remoteAddress?.description ?? "?"
+    }
+
+    private var upstream: ProxyUpstream { core.upstream }
+    private func log(_ line: String) { core.log(line) }
+
+    /// The callbacks hold this connection; they are dropped when both streams close.
+    func start() {
+        deadline = ContinuousClock.now.advanced(by: core.handshakeTimeout)
+        client.onReady = { [self] _ in clientReady = true }
+        client.onBytes = { [self] _, bytes in clientBytes(bytes) }
+        client.onEnd = { [self] _, end in clientEnded(end) }
+        timer = loop.schedule(at: deadline) { [self] in
+            timer = nil
+            timedOut()
         }
     }
 
-    func stopAll() {
-        let (threads, streams) = registry.withLock { r in
-            r.stopped = true
-            defer { r.threads = [:]; r.streams = [:]; r.finished = [] }
-            return (r.threads.values.flatMap { $0 }, r.streams.values.flatMap { $0 })
-        }
-        for s in streams { s.close() }
-        for t in threads { t.join() }
-    }
+    // MARK: The client's upgrade request
 
-    /// Joins the threads of finished connections.
-    private func reap() {
-        let done = registry.withLock { r -> [NetThread] in
-            var out: [NetThread] = []
-            for id in r.finished { out += r.threads.removeValue(forKey: id) ?? [] }
-            r.finished = []
-            return out
-        }
-        for t in done { t.join() }
-    }
-
-    /// Registers a stream of connection `id` so ``stopAll()`` can drop it; false when stopping.
-    private func track(_ stream: any ByteStream, id: Int) -> Bool {
-        registry.withLock { r in
-            guard !r.stopped else { return false }
-            r.streams[id, default: []].append(stream)
-            return true
+    private func clientBytes(_ bytes: UnsafeRawBufferPointer) {
+        switch phase {
+        case .readingRequest: readRequest(bytes)
+        case .pumping: forward(bytes, from: .outbound)
+        // The client is not read while the upgrade is pending; bytes already read keep their order.
+        case .connecting: early += Array(bytes)
+        case .readingResponse, .readingRefusal: relay?.write(bytes)
+        case .done: return
         }
     }
 
-    // MARK: One connection
-
-    private func serve(_ tcp: TCPStream, id: Int) {
-        let peer = tcp.remoteAddress.description
-        let deadline = ContinuousClock.now + handshakeTimeout
-        func left() -> Duration { max(.milliseconds(1), deadline - ContinuousClock.now) }
-
-        let client: any ByteStream
-        if let tls {
-            do {
-                let secure = try TLSStream.accept(over: tcp, context: tls, timeout: left())
-                guard track(secure, id: id) else { secure.close(); return }
-                client = secure
-            } catch {
-                log("\(peer): TLS handshake failed: \(error)")
-                recorder?.connectionFailed("TLS handshake failed: \(error)", peer: peer)
-                tcp.close()
-                return
-            }
-        } else {
-            client = tcp
-        }
-
-        // The client's upgrade request.
-        var handshake = WebSocketServerHandshake()
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        var request: WebSocketUpgradeRequest?
-        var early: [UInt8] = []
-        while request == nil {
-            let n: Int
-            do { n = try read(client, into: &buffer, timeout: left()) } catch {
-                log("\(peer): upgrade request not read: \(error)")
-                recorder?.connectionFailed("upgrade request not read: \(error)", peer: peer)
-                client.close()
-                return
-            }
-            guard n > 0 else {
-                log("\(peer): closed before sending a complete upgrade request")
-                recorder?.connectionFailed("closed before sending a complete upgrade request", peer: peer)
-                client.close()
-                return
-            }
-            do throws(WebSocketHandshakeError) {
-                if case .complete(let r, let consumed) = try handshake.receive(Array(buffer[0..<n])) {
-                    request = r
-                    early = Array(buffer[consumed..<n])
-                }
-            } catch {
-                let status = error.httpStatus ?? 400
-                log("\(peer): refused \(status): \(error)")
-                recorder?.connectionFailed("malformed upgrade request: \(error.message)", peer: peer, status: status)
-                try? write(client, error.refusalResponse(), timeout: left())
-                client.close()
-                return
-            }
+    private func readRequest(_ bytes: UnsafeRawBufferPointer) {
+        do throws(WebSocketHandshakeError) {
+            guard case .complete(let r, let consumed) = try handshake.receive(bytes) else { return }
+            request = r
+            early = Array(bytes[consumed...])
+        } catch {
+            let status = error.httpStatus ?? 400
+            log("\(peer): refused \(status): \(error)")
+            core.recorder?.connectionFailed("malformed upgrade request: \(error.message)", peer: peer, status: status)
+            return refuseClient(error.refusalResponse())
         }
         guard let request else { return }
-        let socket = recorder?.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) },
-                                          peer: peer)
-        let tag = socket.map { "g\($0.generation) " } ?? ""
-
-        // The upstream connection and its answer.
-        func badGateway(_ why: String) {
-            log("\(tag)\(peer): upstream \(upstream.url) failed: \(why)")
-            socket?.refused(status: 502, reason: "relaytrace proxy: upstream \(upstream.url): \(why)")
-            if let bytes = try? WebSocketHandshake.refusalResponse(status: 502, body: "relaytrace proxy: the upstream \(upstream.url) failed: \(why)\n") {
-                try? write(client, bytes, timeout: left())
-            }
-            client.close()
-        }
-        let target = request.target
-        var upstreamHandshake: WebSocketClientHandshake
+        // Nothing more from the client until the upstream answered (then it is forwarded as it comes).
+        client.pauseReading()
+        socket = core.recorder?.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) }, peer: peer)
+        tag = socket.map { "g\($0.generation) " } ?? ""
         do throws(WebSocketHandshakeError) {
-            upstreamHandshake = try WebSocketClientHandshake(host: upstream.url.hostHeader, path: target, key: request.key,
+            upstreamHandshake = try WebSocketClientHandshake(host: upstream.url.hostHeader, path: request.target, key: request.key,
                                                              extraHeaders: ProxyHeaders.forwarded(request.headers))
         } catch {
-            badGateway(error.message)
-            return
+            return badGateway(error.message)
         }
-        let relay: any ByteStream
-        do throws(NetError) {
-            let t = try TCP.connect(host: upstream.url.host, port: upstream.url.port, timeout: left())
-            relay = upstream.url.isSecure ? try TLSStream.connect(over: t, host: upstream.url.host, configuration: upstream.tls, timeout: left()) : t
-        } catch {
-            badGateway("\(error)")
-            return
-        }
-        guard track(relay, id: id) else { relay.close(); client.close(); return }
-        do throws(NetError) {
-            try write(relay, upstreamHandshake.requestBytes, timeout: left())
-            if !early.isEmpty { try write(relay, early, timeout: left()) }
-        } catch {
-            relay.close()
-            badGateway("\(error)")
-            return
-        }
-        var head: [UInt8] = []
-        var afterHead: [UInt8] = []
-        var response: WebSocketUpgradeResponse?
-        while response == nil {
-            let n: Int
-            do { n = try read(relay, into: &buffer, timeout: left()) } catch {
-                relay.close()
-                badGateway("no upgrade answer: \(error)")
-                return
-            }
-            guard n > 0 else {
-                relay.close()
-                badGateway("closed the connection before answering the upgrade")
-                return
-            }
-            let chunk = Array(buffer[0..<n])
-            head += chunk
-            do throws(WebSocketHandshakeError) {
-                if case .complete(let r, let consumed) = try upstreamHandshake.receive(chunk) {
-                    response = r
-                    let headEnd = head.count - chunk.count + consumed
-                    afterHead = Array(head[headEnd...])
-                    head.removeSubrange(headEnd...)
-                }
-            } catch {
-                if error.kind == .refused, let status = error.httpStatus {
-                    // The relay's own refusal goes back as it is, body included.
-                    let body = readRefusalBody(relay, received: head, buffer: &buffer, timeout: left())
-                    log("\(tag)\(peer): upstream refused \(status)")
-                    socket?.refused(status: status, reason: body.text.isEmpty ? error.message : body.text)
-                    try? write(client, body.bytes, timeout: left())
-                    relay.close()
-                    client.close()
-                } else {
-                    relay.close()
-                    badGateway(error.message)
-                }
-                return
-            }
-        }
-        guard let response else { return }
-        do throws(NetError) { try write(client, head, timeout: left()) } catch {
-            log("\(tag)\(peer): the client went away before the upgrade answer: \(error)")
-            socket?.failed("the client went away before the upgrade answer: \(error)")
-            relay.close()
-            client.close()
-            return
-        }
-        socket?.opened(status: response.status, headers: response.headers.fields.map { ($0.name, $0.value) })
-        log("\(tag)\(peer): \(request.target) -> \(upstream.url.hostHeader)\(target): upgraded")
-
-        // Two pumps, bytes as they are; each observes its stream for the recording.
-        let session = ProxiedSocket(socket: socket, recorder: recorder, client: client, relay: relay, tag: tag, peer: peer, log: log)
-        let reverse: NetThread
-        let fromRelay = afterHead
-        do {
-            reverse = try NetThread(name: "proxy-\(id)-in") { session.pump(from: relay, to: client, direction: .inbound, initial: fromRelay) }
-        } catch {
-            socket?.failed("could not start a thread: \(error)")
-            relay.close()
-            client.close()
-            return
-        }
-        // This thread pumps the client's stream; it joins the other pump (stop() closes both streams, so
-        // both end), and stop() joins this thread.
-        session.pump(from: client, to: relay, direction: .outbound, initial: [])
-        reverse.join()
+        phase = .connecting
+        let left = timeLeft
+        LoopStream.connect(host: upstream.url.host, port: upstream.url.port, tls: upstream.url.isSecure ? upstream.tls : nil,
+                           on: loop, timeout: left) { [self] result in connected(result) }
     }
 
-    /// The refusal's head and as much of its body as `Content-Length` announces (at most 64 KiB, within
-    /// the timeout), as received, and the body as text.
-    private func readRefusalBody(_ stream: any ByteStream, received: [UInt8], buffer: inout [UInt8], timeout: Duration) -> (bytes: [UInt8], text: String) {
-        var all = received
-        guard let end = headEnd(all) else { return (all, "") }
-        let headText = String(decoding: all[..<end], as: UTF8.self).lowercased()
-        var length = 0
-        for line in headText.split(separator: "\r\n") where line.hasPrefix("content-length:") {
-            length = Int(String(line.dropFirst("content-length:".count)).trimmedWhitespace) ?? 0
+    /// The end of the handshake's time (from the accept).
+    private var deadline = ContinuousClock.now
+    private var timeLeft: Duration { max(.milliseconds(1), deadline - ContinuousClock.now) }
+
+    private func clientEnded(_ end: LoopStreamEnd) {
+        switch phase {
+        case .readingRequest:
+            let why: String
+            if case .failed(let error) = end {
+                why = clientReady ? "upgrade request not read: \(error)" : "TLS handshake failed: \(error)"
+            } else {
+                why = "closed before sending a complete upgrade request"
+            }
+            log("\(peer): \(why)")
+            core.recorder?.connectionFailed(why, peer: peer)
+            finish()
+        case .pumping:
+            ended(from: .outbound, end)
+        case .done:
+            return
+        default:
+            log("\(tag)\(peer): the client went away before the upgrade answer")
+            socket?.failed("the client went away before the upgrade answer: \(describe(end))")
+            finish()
         }
-        length = min(max(0, length), 65_536)
-        let deadline = ContinuousClock.now + timeout
-        while all.count - end < length, ContinuousClock.now < deadline {
-            guard let n = try? read(stream, into: &buffer, timeout: max(.milliseconds(1), deadline - ContinuousClock.now)), n > 0 else { break }
-            all += buffer[0..<n]
+    }
+
+    // MARK: The upstream
+
+    private func connected(_ result: Result<LoopStream, NetError>) {
+        guard case .connecting = phase else {
+            if case .success(let stream) = result { stream.close() }
+            return
         }
-        let body = all[end..<min(all.count, end + length)]
-        return (Array(all[..<(end + body.count)]), String(decoding: body, as: UTF8.self).trimmedWhitespace)
+        let stream: LoopStream
+        switch result {
+        case .failure(let error): return badGateway("\(error)")
+        case .success(let s): stream = s
+        }
+        relay = stream
+        stream.onBytes = { [self] _, bytes in relayBytes(bytes) }
+        stream.onEnd = { [self] _, end in relayEnded(end) }
+        phase = .readingResponse
+        guard let upstreamHandshake else { return }
+        stream.write(upstreamHandshake.requestBytes)
+        if !early.isEmpty {
+            stream.write(early)
+            early = []
+        }
+    }
+
+    private func relayBytes(_ bytes: UnsafeRawBufferPointer) {
+        switch phase {
+        case .readingResponse: readResponse(bytes)
+        case .readingRefusal: readRefusal(bytes)
+        case .pumping: forward(bytes, from: .inbound)
+        default: return
+        }
+    }
+
+    private func readResponse(_ chunk: UnsafeRawBufferPointer) {
+        guard var upstreamHandshake, let request else { return }
+        head += Array(chunk)
+        do throws(WebSocketHandshakeError) {
+            let progress = try upstreamHandshake.receive(chunk)
+            self.upstreamHandshake = upstreamHandshake
+            guard case .complete(let response, let consumed) = progress else { return }
+            let headEnd = head.count - chunk.count + consumed
+            let afterHead = Array(head[headEnd...])
+            let answer = Array(head[..<headEnd])
+            head = []
+            if let error = client.write(answer) {
+                log("\(tag)\(peer): the client went away before the upgrade answer: \(error)")
+                socket?.failed("the client went away before the upgrade answer: \(error)")
+                return finish()
+            }
+            cancelTimer()
+            socket?.opened(status: response.status, headers: response.headers.fields.map { ($0.name, $0.value) })
+            log("\(tag)\(peer): \(request.target) -> \(upstream.url.hostHeader)\(request.target): upgraded")
+            startPumping(afterHead)
+        } catch {
+            if error.kind == .refused, let status = error.httpStatus {
+                // The relay's own refusal goes back as it is, body included.
+                let end = headEnd(head) ?? head.count
+                phase = .readingRefusal(status: status, message: error.message, length: contentLength(head[..<end]), headEnd: end)
+                return readRefusal(UnsafeRawBufferPointer(start: nil, count: 0))
+            }
+            badGateway(error.message)
+        }
+    }
+
+    /// The refusal's head and as much of its body as `Content-Length` announces (at most 64 KiB), as
+    /// received; then it goes to the client and both sides close.
+    private func readRefusal(_ chunk: UnsafeRawBufferPointer) {
+        guard case .readingRefusal(let status, let message, let length, let end) = phase else { return }
+        if chunk.count > 0 { head += Array(chunk) }
+        if head.count - end < length { return }  // more body to come (or the end, or the timeout)
+        refusalRead(status, message, end, length)
+    }
+
+    private func refusalRead(_ status: Int, _ message: String, _ end: Int, _ length: Int) {
+        let bodyEnd = min(head.count, end + length)
+        let text = String(decoding: head[end..<bodyEnd], as: UTF8.self).trimmedWhitespace
+        log("\(tag)\(peer): upstream refused \(status)")
+        socket?.refused(status: status, reason: text.isEmpty ? message : text)
+        relay?.close()
+        relay = nil
+        refuseClient(Array(head[..<bodyEnd]))
+    }
+
+    private func relayEnded(_ end: LoopStreamEnd) {
+        switch phase {
+        case .readingResponse:
+            if case .failed(let error) = end { return badGateway("no upgrade answer: \(error)") }
+            badGateway("closed the connection before answering the upgrade")
+        case .readingRefusal(let status, let message, let length, let headEnd):
+            refusalRead(status, message, headEnd, length)
+        case .pumping:
+            ended(from: .inbound, end)
+        default:
+            return
+        }
+    }
+
+    private func badGateway(_ why: String) {
+        log("\(tag)\(peer): upstream \(upstream.url) failed: \(why)")
+        socket?.refused(status: 502, reason: "relaytrace proxy: upstream \(upstream.url): \(why)")
+        relay?.close()
+        relay = nil
+        let bytes = (try? WebSocketHandshake.refusalResponse(status: 502, body: "relaytrace proxy: the upstream \(upstream.url) failed: \(why)\n")) ?? []
+        refuseClient(bytes)
+    }
+
+    /// Writes `bytes` to the client, then closes it as a server does (FIN, then its FIN, bounded).
+    private func refuseClient(_ bytes: [UInt8]) {
+        cancelTimer()
+        phase = .done
+        if !bytes.isEmpty { client.write(bytes) }
+        client.finish(shutdownSending: true, readUntilEnd: true, timeout: .seconds(5))
+    }
+
+    private func timedOut() {
+        switch phase {
+        case .readingRequest:
+            log("\(peer): upgrade request not read: no complete request within \(core.handshakeTimeout)")
+            core.recorder?.connectionFailed("upgrade request not read: timed out after \(core.handshakeTimeout)", peer: peer)
+            finish()
+        case .connecting, .readingResponse:
+            badGateway("no upgrade answer within \(core.handshakeTimeout)")
+        case .readingRefusal(let status, let message, let length, let headEnd):
+            refusalRead(status, message, headEnd, length)
+        case .pumping, .done:
+            return
+        }
+    }
+
+    private func cancelTimer() {
+        timer?.cancel()
+        timer = nil
+    }
+
+    // MARK: Pumping
+
+    private func startPumping(_ afterHead: [UInt8]) {
+        guard let relay else { return }
+        phase = .pumping
+        if let socket {
+            fromClient = Observer(role: .server, direction: .outbound, socket: socket, recorder: core.recorder)
+            fromRelay = Observer(role: .client, direction: .inbound, socket: socket, recorder: core.recorder)
+        }
+        // Backpressure crosses over: a side that does not drain pauses the other side's reading.
+        for (to, from) in [(client, relay), (relay, client)] {
+            to.pausesOwnReading = false
+            to.onFull = { _ in from.pauseReading() }
+            to.onWritable = { _ in from.resumeReading() }
+        }
+        if !afterHead.isEmpty { afterHead.withUnsafeBytes { forward($0, from: .inbound) } }
+        client.resumeReading()
+    }
+
+    /// Records, then forwards (the trace's order is the order the proxy saw).
+    private func forward(_ bytes: UnsafeRawBufferPointer, from direction: FrameDirection) {
+        let to = direction == .outbound ? relay : client
+        if direction == .outbound { fromClient?.observe(bytes) } else { fromRelay?.observe(bytes) }
+        guard let to, !to.isClosed else { return }
+        if let error = to.write(bytes) {
+            log("\(tag)\(peer): writing to \(direction == .outbound ? "the relay" : "the client") failed: \(error)")
+        }
+    }
+
+    /// One side's stream ended: it is recorded (unless a close frame was), and the other side is closed
+    /// once what was forwarded to it is written (after a close handshake, the TCP close; without one, the
+    /// peer sees 1006). Nothing more is read from it: a peer still sending is reset, as the old end would
+    /// have reset it.
+    private func ended(from direction: FrameDirection, _ end: LoopStreamEnd) {
+        guard case .pumping = phase else { return }
+        phase = .done
+        let who = direction == .outbound ? "the client" : "the relay"
+        if let socket, !socket.isFinished {
+            if case .failed(let error) = end {
+                socket.failed("\(who)'s connection failed: \(error)")
+            } else {
+                socket.closed(code: nil, reason: "\(who) ended the connection without a close frame", byClient: direction == .outbound,
+                              clean: false)
+            }
+        }
+        let detail: String
+        if case .failed(let error) = end { detail = ": \(who)'s connection failed: \(error)" } else { detail = "" }
+        log("\(tag)\(peer): ended by \(who)\(detail)")
+        let (from, other) = direction == .outbound ? (client, relay) : (relay, client)
+        from?.close()
+        other?.finish(shutdownSending: true, readUntilEnd: false, timeout: .seconds(5))
+        relay = nil
+    }
+
+    private func finish() {
+        cancelTimer()
+        phase = .done
+        client.close()
+        relay?.close()
+        relay = nil
+    }
+
+    private func describe(_ end: LoopStreamEnd) -> String {
+        if case .failed(let error) = end { return "\(error)" }
+        return "it closed the connection"
     }
 
     private func headEnd(_ bytes: [UInt8]) -> Int? {
@@ -406,123 +470,54 @@ final class ProxyCore: Sendable {
         }
         return nil
     }
+
+    /// The head's `Content-Length` (0 when absent), at most 64 KiB.
+    private func contentLength(_ head: ArraySlice<UInt8>) -> Int {
+        let text = String(decoding: head, as: UTF8.self).lowercased()
+        var length = 0
+        for line in text.split(separator: "\r\n") where line.hasPrefix("content-length:") {
+            length = Int(String(line.dropFirst("content-length:".count)).trimmedWhitespace) ?? 0
+        }
+        return min(max(0, length), 65_536)
+    }
 }
 
-/// One proxied connection after the upgrade: both streams, the recording socket, and who ended first.
-final class ProxiedSocket: Sendable {
-    let socket: WireSocket?
+/// Parses one direction's bytes as the receiving end would (the relay, server role, reads the client's
+/// frames; the client reads the relay's), answering nothing, and records what it sees.
+struct Observer {
+    private var parser: WebSocketConnection
+    private var observing = true
+    let direction: FrameDirection
+    let socket: WireSocket
     let recorder: WireRecorder?
-    let client: any ByteStream
-    let relay: any ByteStream
-    let tag: String
-    let peer: String
-    let log: @Sendable (String) -> Void
-    /// Set by the first pump that ends; the other then ends quietly.
-    private let ended = Atomic<Bool>(false)
 
-    init(socket: WireSocket?, recorder: WireRecorder?, client: any ByteStream, relay: any ByteStream, tag: String, peer: String,
-         log: @escaping @Sendable (String) -> Void) {
+    init(role: WebSocketRole, direction: FrameDirection, socket: WireSocket, recorder: WireRecorder?) {
+        parser = WebSocketConnection(role: role, configuration: .transparent())
+        self.direction = direction
         self.socket = socket
         self.recorder = recorder
-        self.client = client
-        self.relay = relay
-        self.tag = tag
-        self.peer = peer
-        self.log = log
     }
 
-    /// Copies `from` to `to` until `from` ends. `direction` is the client's view: `.outbound` for the
-    /// client's stream (client to relay, masked frames), `.inbound` for the relay's.
-    ///
-    /// When `from` ends (end of stream or an error), both connections are closed: the other side sees its
-    /// connection end as this one did. When writing to `to` fails, `to` is gone: the pump keeps reading
-    /// and discarding `from` until the other pump, which reads `to`'s last bytes (a close frame, say) and
-    /// forwards them, closes both. Closing `from` with unread bytes would reset it and could destroy what
-    /// the other pump is still delivering to it.
-    func pump(from: any ByteStream, to: any ByteStream, direction: FrameDirection, initial: [UInt8]) {
-        let who = direction == .outbound ? "the client" : "the relay"
-        let other = direction == .outbound ? "the relay" : "the client"
-        // The observer parses as the receiving end would: the relay (server role) reads the client's
-        // frames, the client (client role) reads the relay's. It answers nothing: its output is discarded.
-        var observer = WebSocketConnection(role: direction == .outbound ? .server : .client,
-                                           configuration: WebSocketConfiguration(automaticPong: false))
-        var observing = socket != nil
-        var sinkGone = false
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        func observe(_ bytes: UnsafeRawBufferPointer) {
-            guard observing, let socket else { return }
-            for event in observer.receive(bytes) {
-                switch event {
-                case .text(let t): socket.message(.text(t), direction)
-                case .binary(let b): socket.message(.binary(b), direction)
-                case .ping(let d): socket.ping(d, direction)
-                case .pong(let d): socket.pong(d, direction)
-                case .closed(let code, let reason):
-                    socket.closed(code: code == .noStatusReceived ? nil : Int(code.rawValue), reason: reason,
-                                  byClient: direction == .outbound)
-                    observing = false
-                case .protocolError(let e):
-                    recorder?.marker("g\(socket.generation): the proxy stopped recording \(who)'s frames: \(e.message); the bytes are still forwarded")
-                    observing = false
-                }
-            }
-            _ = observer.takeOutbound()
-        }
-        func forward(_ bytes: UnsafeRawBufferPointer) {
-            guard !sinkGone else { return }
-            // Record first, then forward: the trace's order is the order the proxy saw.
-            observe(bytes)
-            let written = Result { () throws(NetError) in try to.write(bytes, timeout: nil) }
-            if case .failure(let error) = written {
-                sinkGone = true
-                log("\(tag)\(peer): writing to \(other) failed: \(error)")
+    mutating func observe(_ bytes: UnsafeRawBufferPointer) {
+        guard observing else { return }
+        for event in parser.receive(bytes) {
+            switch event {
+            case .text(let t): socket.message(.text(t), direction)
+            case .binary(let b): socket.message(.binary(b), direction)
+            case .ping(let d): socket.ping(d, direction)
+            case .pong(let d): socket.pong(d, direction)
+            case .closed(let code, let reason), .closeReceived(let code, let reason):
+                socket.closed(code: code == .noStatusReceived ? nil : Int(code.rawValue), reason: reason,
+                              byClient: direction == .outbound)
+                observing = false
+            case .protocolError(let e):
+                let who = direction == .outbound ? "the client" : "the relay"
+                recorder?.marker("g\(socket.generation): the proxy stopped recording \(who)'s frames: \(e.message); the bytes are still forwarded")
+                observing = false
             }
         }
-        initial.withUnsafeBytes { forward($0) }
-        while true {
-            let n: Int
-            do { n = try read(from, into: &buffer, timeout: nil) } catch {
-                end(error: "\(who)'s connection failed: \(error)", who: who)
-                return
-            }
-            if n == 0 {
-                end(error: nil, who: who)
-                return
-            }
-            buffer.withUnsafeBytes { forward(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-        }
+        _ = parser.takeOutbound()
     }
-
-    /// `who`'s stream ended: both connections are closed, so the other side sees its connection end the
-    /// same way (after a close handshake, the TCP close; without one, 1006). The first end is recorded
-    /// when no close frame was; the second pump to end (its stream closed by the first) ends quietly.
-    private func end(error: String?, who: String) {
-        guard ended.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
-        if let socket, !socket.isFinished {
-            if let error {
-                socket.failed(error)
-            } else {
-                socket.closed(code: nil, reason: "\(who) ended the connection without a close frame", byClient: who == "the client",
-                              clean: false)
-            }
-        }
-        log("\(tag)\(peer): ended by \(who)\(error.map { ": \($0)" } ?? "")")
-        client.close()
-        relay.close()
-    }
-}
-
-/// Reads into `buffer` (its whole capacity); 0 at end of stream.
-func read(_ stream: any ByteStream, into buffer: inout [UInt8], timeout: Duration?) throws(NetError) -> Int {
-    let outcome = buffer.withUnsafeMutableBytes { raw in
-        Result { () throws(NetError) in try stream.read(into: raw, timeout: timeout) }
-    }
-    return try outcome.get()
-}
-
-/// Writes all of `bytes`.
-func write(_ stream: any ByteStream, _ bytes: [UInt8], timeout: Duration?) throws(NetError) {
-    try stream.write(bytes, timeout: timeout)
 }
 
 extension String {

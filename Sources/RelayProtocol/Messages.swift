@@ -493,6 +493,10 @@ public enum RelayErrorCode: Sendable, Hashable, RawRepresentable, CustomStringCo
     /// A code this version does not know, kept verbatim.
     case other(String)
 
+    /// `rateLimited`: RelayTrace's development relay refused a frame for its per-socket rate limit (not
+    /// in PROTOCOL.md, whose relay drops the excess silently). Unknown to clients, so it is an `.other`.
+    public static let rateLimited = RelayErrorCode.other("rateLimited")
+
     /// Every code PROTOCOL.md names, in its order.
     public static let known: [RelayErrorCode] = [
         .invalidJson, .invalidPayload, .unknownMessageType, .missingDeviceId, .authRequired, .invalidDeviceId,

@@ -130,6 +130,9 @@ public struct RpcErrorCode: Sendable, Hashable, RawRepresentable, CustomStringCo
     public static let notImplemented = RpcErrorCode(rawValue: -32009)
     /// -32010: the relay answers this itself when no desktop is connected ("Desktop is offline").
     public static let desktopOffline = RpcErrorCode(rawValue: -32010)
+    /// -32011: RelayTrace's development relay refused the request for its per-socket rate limit (not in
+    /// PROTOCOL.md, whose relay drops the excess silently); `data.retryAfterMs` says when to retry.
+    public static let rateLimited = RpcErrorCode(rawValue: -32011)
 
     /// The desktop's application range, -32000 ... -32009.
     public static let desktopRange: ClosedRange<Int> = -32009 ... -32000

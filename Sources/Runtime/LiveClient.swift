@@ -83,7 +83,7 @@ public final class LiveClient: Sendable {
     private let start = ContinuousClock.now
     private let state: Mutex<State>
     private let done = DispatchSemaphoreBox()
-    private let loop = Mutex<SerialLoop<Event>?>(nil)
+    private let loop = Mutex<EventLoop?>(nil)
 
     /// A session with `options`; nothing happens until ``run(for:)``.
     public init(options: LiveClientOptions) {
@@ -99,20 +99,20 @@ public final class LiveClient: Sendable {
     /// Runs the session for `duration` of real time (the UI script included), then stops the client
     /// (sockets closed with 1001) and returns what happened. Blocks the calling thread.
     public func run(for duration: Duration) throws(NetError) -> LiveClientSummary {
-        let loop = try SerialLoop<Event>(name: "relaytrace.client") { [self] e in handle(e) }
+        let loop = try EventLoop(name: "relaytrace.client")
         self.loop.withLock { $0 = loop }
         let config = options.configuration
         let claim = state.withLock { s in s.tokens.claim(config.resumeKey) }
-        loop.post(.input(.networkPath(.satisfied(.wifi))))
-        loop.post(.input(.identity(.start)))
-        loop.post(.input(.start(StartParameters(jwt: options.jwt, storedResume: claim.credentials, resumeOwnership: claim.ownership))))
+        post(.input(.networkPath(.satisfied(.wifi))))
+        post(.input(.identity(.start)))
+        post(.input(.start(StartParameters(jwt: options.jwt, storedResume: claim.credentials, resumeOwnership: claim.ownership))))
         for step in options.steps where step.at < Moment.zero + duration {
-            loop.schedule(.input(step.input), at: start + .nanoseconds(step.at.nanoseconds))
+            schedule(.input(step.input), at: start + .nanoseconds(step.at.nanoseconds))
         }
         if let link = options.link, link.at < Moment.zero + duration {
-            loop.schedule(.link(scanned: link.scanned), at: start + .nanoseconds(link.at.nanoseconds))
+            schedule(.link(scanned: link.scanned), at: start + .nanoseconds(link.at.nanoseconds))
         }
-        loop.schedule(.stop, at: start + duration)
+        schedule(.stop, at: start + duration)
         done.wait()
         loop.stop()
         return state.withLock { $0.summary }
@@ -120,7 +120,11 @@ public final class LiveClient: Sendable {
 
     // MARK: The loop
 
-    private func post(_ e: Event) { loop.withLock { $0 }?.post(e) }
+    private func post(_ e: Event) { loop.withLock { $0 }?.execute { [self] in handle(e) } }
+
+    private func schedule(_ e: Event, at instant: ContinuousClock.Instant) {
+        loop.withLock { $0 }?.schedule(at: instant) { [self] in handle(e) }
+    }
 
     private func handle(_ event: Event) {
         switch event {
@@ -200,7 +204,7 @@ public final class LiveClient: Sendable {
             try? channel?.close(code: WebSocketCloseCode(code), reason: reason)
         case .armTimer(let id, let deadline):
             state.withLock { $0.timers[id] = deadline }
-            loop.withLock { $0 }?.schedule(.timer(id, deadline), at: start + .nanoseconds(deadline.nanoseconds))
+            schedule(.timer(id, deadline), at: start + .nanoseconds(deadline.nanoseconds))
         case .cancelTimer(let id):
             state.withLock { _ = $0.timers.removeValue(forKey: id) }
         case .storeResumeCredentials, .clearResumeCredentials:
@@ -211,7 +215,7 @@ public final class LiveClient: Sendable {
             post(.input(.auth(.httpFailed(request.id, reason: "no auth server in a local capture"))))
         case .ingress(.deliverSnapshot):
             count("snapshots")
-            loop.withLock { $0 }?.schedule(.input(.snapshotProcessed), at: .now + options.snapshotProcessing)
+            schedule(.input(.snapshotProcessed), at: .now + options.snapshotProcessing)
         case .ingress(.deliverControl):
             count("events")
         case .callCompleted:
@@ -274,7 +278,7 @@ public final class LiveClient: Sendable {
                         post(.input(.transportFrame(g, .text(t))))
                     case .binary(let b):
                         post(.input(.transportFrame(g, .binary(b))))
-                    case .ping, .pong:
+                    case .ping, .pong, .closeReceived:
                         continue
                     case .closed(let code, let reason):
                         post(.input(.transportClosed(g, code: code.rawValue, reason: reason)))

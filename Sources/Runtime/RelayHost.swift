@@ -11,9 +11,13 @@ public import WireRecording
 /// The relay machine simulates the desktops phones name (``RelayHostDesktops``) inside itself: every
 /// socket here is a real client's.
 ///
-/// Socket threads post what they read to one serial loop, which alone runs the relay machine and
-/// performs its actions; an upgrade waits for the relay's decision (401 for a bad bearer, 101
-/// otherwise). Logs one line per connection event; link codes go to `onLinkCode`.
+/// Sockets are served by a ``WebSocketServer`` on a few event loops (about one per core). Everything a
+/// connection does passes through ``RelayHostCore`` in one place each: the upgrade request
+/// (`upgradeRequested`), every event it delivers (`connectionEvent`), every frame and close sent to it
+/// (`deliver`, `close`); the recording hooks of `--record` sit there. Those go to one serial loop (the
+/// first of the group: its own sockets need no hop), which alone runs the relay machine and performs its
+/// actions; an upgrade waits for the relay's decision (401 for a bad bearer, 101 otherwise). Logs one
+/// line per connection event; link codes go to `onLinkCode`.
 public final class RelayHost: Sendable {
     /// The URL clients connect to, e.g. `ws://127.0.0.1:54321/ws/device-link`.
     public let url: String
@@ -21,41 +25,53 @@ public final class RelayHost: Sendable {
     public let port: UInt16
     private let core: RelayHostCore
     private let server: WebSocketServer
+    private let stopped = Atomic<Bool>(false)
 
     /// Listens on `host:port` (0: an ephemeral port) with `tls` (nil: plain `ws`), starts the relay (and
     /// the desktops of `desktops.atStart`), and applies `faults` (relay and desktop directives; client
     /// directives are logged and skipped). `wallClockOrigin` is the Unix time in milliseconds that the
     /// relay's timestamps count from. `onLinkCode` gets every link code the relay issues (on its loop).
     /// With a `recorder`, every client connection the relay serves is recorded as a wire trace: one
-    /// generation per socket in accept order, its upgrade, every message both ways, pings, pongs, the
+    /// generation per socket in upgrade order, its upgrade, every message both ways, pings, pongs, the
     /// close (the caller closes the recorder after ``stop()``). The desktops the relay simulates are inside
-    /// the relay machine and not recorded; real desktops' sockets are.
+    /// the relay machine and not recorded; real desktops' sockets are. `loopThreads` loops serve the sockets.
     public init(host: String = "127.0.0.1", port: UInt16 = 0, tls: TLSServerContext? = nil,
                 faults: FaultScript = FaultScript(directives: []), seed: UInt64 = 1, wallClockOrigin: Int64,
                 desktops: RelayHostDesktops = RelayHostDesktops(), recorder: WireRecorder? = nil,
+                loopThreads: Int = EventLoopGroup.defaultThreadCount,
                 log: @escaping @Sendable (String) -> Void = { _ in },
                 onLinkCode: @escaping @Sendable (LinkCodeOffer) -> Void = { _ in }) throws(NetError) {
         var configuration = DevRelayConfiguration(seed: seed &+ 1, wallClockOrigin: wallClockOrigin)
         configuration.simulatedDesktops = desktops.simulation
         configuration.offlineDesktops = Set(desktops.offline.map { $0.lowercased() })
         configuration.desktopsAtStart = desktops.atStart
-        let core = RelayHostCore(configuration: configuration, recorder: recorder, log: log, onLinkCode: onLinkCode)
-        try core.startLoop()
+        let group = try EventLoopGroup(threads: loopThreads, name: "relaytrace.relay")
+        let core = RelayHostCore(loop: group.loops[0], configuration: configuration, recorder: recorder, log: log,
+                                 onLinkCode: onLinkCode)
         self.core = core
-        server = try WebSocketServer(
-            host: host, port: port, tls: tls, log: { log($0) },
-            decide: { request in core.decide(request) },
-            handler: { channel, request in core.serve(channel, request) })
+        do {
+            server = try WebSocketServer(host: host, port: port, tls: tls, group: group, log: { log($0) },
+                                         upgrade: { connection in core.upgradeRequested(connection) })
+        } catch {
+            group.stop()
+            throw error
+        }
         self.port = server.port
         let shownHost = host.contains(":") ? "[\(host)]" : host
         url = "\(tls == nil ? "ws" : "wss")://\(shownHost):\(server.port)\(RelayConstants.devicePath)"
         core.begin(faults: faults)
     }
 
-    /// Stops accepting, closes every connection and stops the relay's loop.
+    /// How many client sockets are open or being set up.
+    public var connectionCount: Int { server.connectionCount }
+
+    /// Stops accepting, closes every connection (a recorded socket still waiting for its decision is
+    /// recorded as refused, 503), then stops the loops (the relay's with them). Idempotent.
     public func stop() {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         server.stop()
-        core.stop()
+        core.stopping()
+        server.group.stop()
     }
 }
 
@@ -75,39 +91,30 @@ public struct RelayHostDesktops: Sendable {
     public init() {}
 }
 
-/// The relay host's machine and its serial loop.
+/// The relay host's machine and its serial loop (an ``EventLoop``: tasks in order, timers).
 final class RelayHostCore: Sendable {
-    enum Event: Sendable {
-        case relay(RelayInput)
-        case relayTimer(RelayTimer, Moment)
-        case fault(Fault)
-    }
-
-    final class Decision: Sendable {
-        let value = Mutex<WebSocketUpgradeDecision?>(nil)
-        let ready = DispatchSemaphoreBox()
-    }
-
     struct State {
         var relay: DevRelay
-        var relayTimers: [RelayTimer: Moment] = [:]
-        var channels: [ConnectionID: WebSocketChannel] = [:]
-        var decisions: [ConnectionID: Decision] = [:]
-        var byKey: [String: ConnectionID] = [:]
+        var relayTimers: [RelayTimer: LoopTimer] = [:]
+        /// Sockets waiting for the relay's decision, then open ones.
+        var pending: [ConnectionID: LoopWebSocket] = [:]
+        var connections: [ConnectionID: LoopWebSocket] = [:]
         var lastConnection: UInt64 = 0
         /// Each recorded client connection's socket in the wire trace (`relay --record`).
         var recorded: [ConnectionID: WireSocket] = [:]
     }
 
     private let start = ContinuousClock.now
+    /// Touched only on `loop` (the lock is never contended; it keeps the type plainly `Sendable`).
     private let state: Mutex<State>
-    private let loop = Mutex<SerialLoop<Event>?>(nil)
+    private let loop: EventLoop
     private let log: @Sendable (String) -> Void
     private let recorder: WireRecorder?
     private let onLinkCode: @Sendable (LinkCodeOffer) -> Void
 
-    init(configuration: DevRelayConfiguration, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void,
+    init(loop: EventLoop, configuration: DevRelayConfiguration, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void,
          onLinkCode: @escaping @Sendable (LinkCodeOffer) -> Void) {
+        self.loop = loop
         self.log = log
         self.recorder = recorder
         self.onLinkCode = onLinkCode
@@ -116,128 +123,115 @@ final class RelayHostCore: Sendable {
 
     var now: Moment { Moment(nanoseconds: (ContinuousClock.now - start).nanoseconds) }
 
-    func startLoop() throws(NetError) {
-        let l = try SerialLoop<Event>(name: "relaytrace.relay") { [self] e in handle(e) }
-        loop.withLock { $0 = l }
-    }
+    private func instant(_ m: Moment) -> ContinuousClock.Instant { start + .nanoseconds(m.nanoseconds) }
 
     func begin(faults: FaultScript) {
-        post(.relay(.start))
+        loop.execute { [self] in relayInput(.start) }
         for f in faults.schedule {
-            loop.withLock { $0 }?.schedule(.fault(f.fault), at: start + .nanoseconds(f.at.nanoseconds))
+            let fault = f.fault
+            loop.schedule(at: instant(f.at)) { [self] in apply(fault) }
         }
     }
 
-    func stop() {
-        let l = loop.withLock { l -> SerialLoop<Event>? in
-            defer { l = nil }
-            return l
-        }
-        l?.stop()
-        let pending = state.withLock { s -> [Decision] in
-            defer { s.decisions.removeAll() }
-            for id in s.decisions.keys { s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the relay is stopping") }
-            return Array(s.decisions.values)
-        }
-        for d in pending {
-            d.value.withLock { $0 = .refuse(status: 503) }
-            d.ready.signal()
-        }
-    }
-
-    private func post(_ e: Event) { loop.withLock { $0 }?.post(e) }
-
-    // MARK: Server side (connection threads)
-
-    /// Asks the relay (on its loop) whether to accept this upgrade; waits for the answer.
-    func decide(_ request: WebSocketUpgradeRequest) -> WebSocketUpgradeDecision {
-        let d = Decision()
-        let id = state.withLock { s -> ConnectionID? in
-            guard s.byKey[request.key] == nil else { return nil }
-            s.lastConnection += 1
-            let id = ConnectionID(s.lastConnection)
-            s.decisions[id] = d
-            s.byKey[request.key] = id
-            if let recorder {
-                s.recorded[id] = recorder.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
+    /// After the server stopped (every socket is gone): recorded sockets that never got their decision.
+    func stopping() {
+        let done = DispatchSemaphoreBox()
+        loop.execute { [self] in
+            state.withLock { s in
+                for id in s.pending.keys.sorted() {
+                    s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the relay is stopping")
+                }
+                s.pending.removeAll()
             }
-            return id
+            done.signal()
         }
-        guard let id, loop.withLock({ $0 }) != nil else { return .refuse(status: 503) }
+        done.wait()
+    }
+
+    // MARK: Connections (called on their loops; everything hops to the relay's loop)
+
+    /// A socket's upgrade request was read: record it and ask the relay.
+    func upgradeRequested(_ connection: LoopWebSocket) {
+        guard let request = connection.request else { return }
+        let socket = recorder?.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
         let path = request.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? request.target
-        let headers = request.headers.fields.map { UpgradeHeader($0.name, $0.value) }
-        post(.relay(.upgrade(id, UpgradeRequest(path: path, headers: headers))))
-        d.ready.wait()
-        return d.value.withLock { $0 } ?? .refuse(status: 503)
-    }
-
-    /// Runs on an accepted connection's thread: registers the channel and reads until it closes.
-    func serve(_ channel: WebSocketChannel, _ request: WebSocketUpgradeRequest) {
-        guard let (id, socket) = state.withLock({ s -> (ConnectionID, WireSocket?)? in
-            guard let id = s.byKey.removeValue(forKey: request.key) else { return nil }
-            s.channels[id] = channel
-            return (id, s.recorded[id])
-        }) else { return }
-        while true {
-            let event: WebSocketEvent
-            do { event = try channel.receive() } catch {
-                socket?.failed("connection lost: \(error)")
-                post(.relay(.closed(id, code: 1006, reason: "\(error)")))
-                break
+        let upgrade = UpgradeRequest(path: path, headers: request.headers.fields.map { UpgradeHeader($0.name, $0.value) })
+        loop.execute { [self] in
+            let id = state.withLock { s -> ConnectionID in
+                s.lastConnection += 1
+                let id = ConnectionID(s.lastConnection)
+                s.pending[id] = connection
+                if let socket { s.recorded[id] = socket }
+                return id
             }
-            switch event {
-            case .text(let t):
-                socket?.sent(.text(t))
-                post(.relay(.frame(id, .text(t))))
-            case .binary(let b):
-                socket?.sent(.binary(b))
-                post(.relay(.frame(id, .binary(b))))
-            case .ping(let data):
-                // The channel answers pings itself (its pong is already queued): record both.
-                socket?.ping(data, .outbound)
-                socket?.pong(data, .inbound)
-                continue
-            case .pong(let data):
-                socket?.pong(data, .outbound)
-                continue
-            case .closed(let code, let reason):
-                let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
-                socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
-                post(.relay(.closed(id, code: code.rawValue, reason: reason)))
-            case .protocolError(let e):
-                // The relay failed the connection (it sent the close frame): say why, not just the code.
-                socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
-                post(.relay(.closed(id, code: e.closeCode.rawValue, reason: "failed by the relay: \(e.message)")))
-            }
-            if case .closed = event { break }
-            if case .protocolError = event { break }
-        }
-        state.withLock { s in
-            s.channels.removeValue(forKey: id)
-            s.recorded.removeValue(forKey: id)
+            relayInput(.upgrade(id, upgrade))
         }
     }
 
-    // MARK: The loop
+    /// Every event of an accepted socket, in order (on the socket's loop): recorded, then to the relay.
+    func connectionEvent(_ id: ConnectionID, _ event: WebSocketEvent, _ socket: WireSocket?) {
+        let input: RelayInput
+        switch record(event, on: socket) {
+        case nil: return
+        case .frame(let frame)?: input = .frame(id, frame)
+        case .ended(_, let code, let reason, let failedByRelay)?:
+            // The relay failed the connection (it sent the close frame): say why, not just the code.
+            input = .closed(id, code: code, reason: failedByRelay ? "failed by the relay: \(reason)" : reason)
+        }
+        loop.execute { [self] in
+            if case .closed = input {
+                state.withLock { s in
+                    s.connections.removeValue(forKey: id)
+                    s.recorded.removeValue(forKey: id)
+                }
+            }
+            relayInput(input)
+        }
+    }
 
-    private func handle(_ event: Event) {
+    /// Sends a frame the relay produced to its socket (on the socket's loop), recorded as it goes out.
+    /// A socket that ended meanwhile cannot take it: that is logged (its close is on its way to the relay).
+    private func deliver(_ frame: WireFrame, to id: ConnectionID, _ connection: LoopWebSocket, _ socket: WireSocket?) {
+        let log = self.log
+        connection.loop.execute {
+            do throws(WebSocketError) {
+                switch frame {
+                case .text(let text): try connection.send(text: text)
+                case .binary(let bytes): try connection.send(binary: bytes)
+                }
+                socket?.received(frame)
+            } catch {
+                log("\(id) frame not sent (\(frame.byteCount) bytes): \(error)")
+            }
+        }
+    }
+
+    /// Closes a socket as the relay asked. An empty close frame (no code) carries no reason on the wire
+    /// (RFC 6455 §5.5.1): the relay's reason for it is in the log and in the recording.
+    private func close(_ id: ConnectionID, _ connection: LoopWebSocket, _ socket: WireSocket?, code: UInt16?, reason: String) {
+        let log = self.log
+        connection.loop.execute {
+            do throws(WebSocketError) {
+                try connection.close(code: code.map { WebSocketCloseCode($0) }, reason: code == nil ? "" : reason)
+                socket?.closed(code: code.map { Int($0) }, reason: reason, byClient: false)
+            } catch {
+                log("\(id) close not sent: \(error)")
+            }
+        }
+    }
+
+    // MARK: The relay's loop
+
+    private func relayInput(_ input: RelayInput) {
         let t = now
-        switch event {
-        case .relay(let input):
-            relayActions(state.withLock { $0.relay.handle(input, at: t) })
-        case .relayTimer(let timer, let deadline):
-            let due = state.withLock { s -> Bool in
-                guard s.relayTimers[timer] == deadline else { return false }
-                s.relayTimers[timer] = nil
-                return true
-            }
-            if due { relayActions(state.withLock { $0.relay.handle(.timerFired(timer), at: t) }) }
-        case .fault(let fault):
-            switch fault {
-            case .relay(let f): relayActions(state.withLock { $0.relay.handle(.fault(f), at: t) })
-            case .desktop(let f): relayActions(state.withLock { $0.relay.handle(.desktopFault(f), at: t) })
-            case .client(let f): log("\(t) fault for the client skipped (no client here): \(f)")
-            }
+        relayActions(state.withLock { $0.relay.handle(input, at: t) })
+    }
+
+    private func apply(_ fault: Fault) {
+        switch fault {
+        case .relay(let f): relayInput(.fault(f))
+        case .desktop(let f): relayInput(.desktopFault(f))
+        case .client(let f): log("\(now) fault for the client skipped (no client here): \(f)")
         }
     }
 
@@ -245,40 +239,85 @@ final class RelayHostCore: Sendable {
         for a in actions {
             switch a {
             case .acceptUpgrade(let c), .refuseUpgrade(let c, _, _):
-                guard let decision = state.withLock({ $0.decisions.removeValue(forKey: c) }) else { continue }
-                let socket = state.withLock { $0.recorded[c] }
+                let decided = state.withLock { s -> (LoopWebSocket, WireSocket?)? in
+                    guard let connection = s.pending.removeValue(forKey: c) else { return nil }
+                    if case .acceptUpgrade = a {
+                        s.connections[c] = connection
+                        return (connection, s.recorded[c])
+                    }
+                    return (connection, s.recorded.removeValue(forKey: c))
+                }
+                guard let (connection, socket) = decided else { continue }
                 if case .refuseUpgrade(_, let status, let reason) = a {
                     socket?.refused(status: status, reason: reason)
-                    state.withLock { _ = $0.recorded.removeValue(forKey: c) }
-                    decision.value.withLock { $0 = .refuse(status: status, body: reason) }
+                    connection.refuse(status: status, body: reason)
                 } else {
                     socket?.opened(status: 101)
-                    decision.value.withLock { $0 = .accept() }
+                    connection.accept { [self] _, event in connectionEvent(c, event, socket) }
                 }
-                decision.ready.signal()
             case .send(let c, let frame):
-                let (channel, socket) = state.withLock { s in (s.channels[c], s.recorded[c]) }
-                if let channel {
-                    socket?.received(frame)
-                    switch frame {
-                    case .text(let text): try? channel.send(text: text)
-                    case .binary(let bytes): try? channel.send(binary: bytes)
-                    }
+                let (connection, socket) = state.withLock { s in (s.connections[c], s.recorded[c]) }
+                if let connection {
+                    deliver(frame, to: c, connection, socket)
+                } else {
+                    log("\(c) frame not sent (\(frame.byteCount) bytes): the socket is closed")
                 }
             case .close(let c, let code, let reason):
-                let channel = state.withLock { $0.channels[c] }
-                state.withLock { $0.recorded[c] }?.closed(code: code.map { Int($0) }, reason: reason, byClient: false)
-                try? channel?.close(code: code.map { WebSocketCloseCode($0) }, reason: reason)
+                let (connection, socket) = state.withLock { s in (s.connections[c], s.recorded[c]) }
+                if let connection { close(c, connection, socket, code: code, reason: reason) }
             case .armTimer(let timer, let deadline):
-                state.withLock { $0.relayTimers[timer] = deadline }
-                loop.withLock { $0 }?.schedule(.relayTimer(timer, deadline), at: start + .nanoseconds(deadline.nanoseconds))
+                let handle = loop.schedule(at: instant(deadline)) { [self] in
+                    guard state.withLock({ $0.relayTimers.removeValue(forKey: timer) }) != nil else { return }
+                    relayInput(.timerFired(timer))
+                }
+                state.withLock { $0.relayTimers.updateValue(handle, forKey: timer) }?.cancel()
             case .cancelTimer(let timer):
-                state.withLock { _ = $0.relayTimers.removeValue(forKey: timer) }
+                state.withLock { $0.relayTimers.removeValue(forKey: timer) }?.cancel()
             case .log(let line):
                 log(line)
             case .linkCodeIssued(let offer):
                 onLinkCode(offer)
             }
         }
+    }
+}
+
+/// A served socket's event as the relay side sees it, once recorded by ``record(_:on:)``.
+enum ServedEvent {
+    /// A message from the client.
+    case frame(WireFrame)
+    /// The socket ended: the close code as it was on the wire (nil: an empty close frame or none), the
+    /// code the codec reported, why, and whether this end failed it (a protocol error).
+    case ended(onWire: Int?, code: UInt16, reason: String, failedByRelay: Bool)
+}
+
+/// Records a served socket's event into its wire trace the way `relay --record` and `relay --replay
+/// --record` both do (a ping with the pong the codec already queued for it), and says what it means
+/// for the relay (nil: nothing, a ping or pong).
+func record(_ event: WebSocketEvent, on socket: WireSocket?) -> ServedEvent? {
+    switch event {
+    case .text(let t):
+        socket?.sent(.text(t))
+        return .frame(.text(t))
+    case .binary(let b):
+        socket?.sent(.binary(b))
+        return .frame(.binary(b))
+    case .ping(let data):
+        // The codec answers pings itself (its pong is already queued): record both.
+        socket?.ping(data, .outbound)
+        socket?.pong(data, .inbound)
+        return nil
+    case .pong(let data):
+        socket?.pong(data, .outbound)
+        return nil
+    case .closeReceived:
+        return nil  // transparent mode only; not used by a relay
+    case .closed(let code, let reason):
+        let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
+        socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
+        return .ended(onWire: onWire, code: code.rawValue, reason: reason, failedByRelay: false)
+    case .protocolError(let e):
+        socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
+        return .ended(onWire: Int(e.closeCode.rawValue), code: e.closeCode.rawValue, reason: e.message, failedByRelay: true)
     }
 }

@@ -6,9 +6,11 @@ public import WireRecording
 public import WireReplay
 
 /// A recorded session's relay side served on a real socket (`relaytrace relay --replay`): the sans-IO
-/// ``ReplayingRelay`` runs on one serial loop; each connection's thread posts what it reads there, and an
-/// upgrade waits for the machine's answer. With a `recorder`, the replayed session is recorded as a new
-/// wire trace (the same records `relay --record` writes), so `relaytrace diff` can compare the two.
+/// ``ReplayingRelay`` runs on one serial loop (the first of a small ``EventLoopGroup``); the sockets are
+/// served by a ``WebSocketServer`` on that group, each on one loop, and hop to the machine's loop with
+/// what they read; an upgrade waits for the machine's answer. With a `recorder`, the replayed session is
+/// recorded as a new wire trace (the same records `relay --record` writes), so `relaytrace diff` can
+/// compare the two.
 public final class ReplayHost: Sendable {
     /// The URL clients connect to, e.g. `ws://127.0.0.1:54321/ws/device-link`.
     public let url: String
@@ -16,21 +18,27 @@ public final class ReplayHost: Sendable {
     public let port: UInt16
     private let core: ReplayHostCore
     private let server: WebSocketServer
+    private let stopped = Atomic<Bool>(false)
 
     /// Listens on `host:port` (0: any free port) with `tls` (nil: plain ws) and serves `session`.
-    /// `onFinding` and `onFinished` are called on the loop (keep them short); `log` gets one line per
-    /// connection event and per finding.
+    /// `onFinished` is called on the machine's loop (keep it short); `log` gets one line per
+    /// connection event and per finding. `loopThreads` loops serve the sockets.
     public init(session: RecordedSession, options: ReplayingRelayOptions = ReplayingRelayOptions(), host: String = "127.0.0.1",
                 port: UInt16 = 0, tls: TLSServerContext? = nil, recorder: WireRecorder? = nil,
+                loopThreads: Int = min(2, EventLoopGroup.defaultThreadCount),
                 log: @escaping @Sendable (String) -> Void = { _ in },
                 onFinished: @escaping @Sendable () -> Void = {}) throws(NetError) {
-        let core = ReplayHostCore(machine: ReplayingRelay(session: session, options: options), recorder: recorder, log: log, onFinished: onFinished)
-        try core.startLoop()
+        let group = try EventLoopGroup(threads: loopThreads, name: "relaytrace.replay")
+        let core = ReplayHostCore(loop: group.loops[0], machine: ReplayingRelay(session: session, options: options), recorder: recorder,
+                                  log: log, onFinished: onFinished)
         self.core = core
-        server = try WebSocketServer(
-            host: host, port: port, tls: tls, log: { log($0) },
-            decide: { request in core.decide(request) },
-            handler: { channel, request in core.serve(channel, request) })
+        do {
+            server = try WebSocketServer(host: host, port: port, tls: tls, group: group, log: { log($0) },
+                                         upgrade: { connection in core.upgradeRequested(connection) })
+        } catch {
+            group.stop()
+            throw error
+        }
         self.port = server.port
         let shownHost = host.contains(":") ? "[\(host)]" : host
         let path = session.sockets.first.map { $0.target.hasPrefix("/") ? $0.target : ReplayingRelay.pathOfURL($0.target) } ?? "/ws/device-link"
@@ -41,11 +49,14 @@ public final class ReplayHost: Sendable {
     public var result: ReplayHostResult { core.result }
 
     /// Stops: what the recording still expected is reported (``ReplayFinding/Kind/missing``,
-    /// `unopened`), every connection is closed, the loop ends.
+    /// `unopened`), every connection is closed (a recorded socket still waiting for its decision is
+    /// recorded as refused, 503), the loops end. Idempotent; never call it from the host's loops.
     public func stop() {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         core.stopMachine()
         server.stop()
-        core.stopLoop()
+        core.stopping()
+        server.group.stop()
     }
 }
 
@@ -66,33 +77,27 @@ public struct ReplayHostResult: Sendable {
 }
 
 final class ReplayHostCore: Sendable {
-    enum Event: Sendable {
-        case input(ReplayingRelayInput)
-    }
-
-    final class Decision: Sendable {
-        let value = Mutex<WebSocketUpgradeDecision?>(nil)
-        let ready = DispatchSemaphoreBox()
-    }
-
     struct State {
         var machine: ReplayingRelay
-        var channels: [ReplayConnection: WebSocketChannel] = [:]
-        var decisions: [ReplayConnection: Decision] = [:]
-        var byKey: [String: ReplayConnection] = [:]
+        /// Sockets waiting for the machine's decision, then open ones.
+        var pending: [ReplayConnection: LoopWebSocket] = [:]
+        var connections: [ReplayConnection: LoopWebSocket] = [:]
         var recorded: [ReplayConnection: WireSocket] = [:]
         var last: UInt64 = 0
         var stopped = false
     }
 
     private let start = ContinuousClock.now
+    /// Touched on `loop`, and read by ``result`` from any thread.
     private let state: Mutex<State>
-    private let loop = Mutex<SerialLoop<Event>?>(nil)
+    private let loop: EventLoop
     private let recorder: WireRecorder?
     private let log: @Sendable (String) -> Void
     private let onFinished: @Sendable () -> Void
 
-    init(machine: ReplayingRelay, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void, onFinished: @escaping @Sendable () -> Void) {
+    init(loop: EventLoop, machine: ReplayingRelay, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void,
+         onFinished: @escaping @Sendable () -> Void) {
+        self.loop = loop
         state = Mutex(State(machine: machine))
         self.recorder = recorder
         self.log = log
@@ -108,140 +113,155 @@ final class ReplayHostCore: Sendable {
         }
     }
 
-    func startLoop() throws(NetError) {
-        let l = try SerialLoop<Event>(name: "relaytrace.replay") { [self] e in
-            if case .input(let input) = e { perform(state.withLock { $0.machine.handle(input, at: now) }) }
+    /// Runs `body` on the machine's loop and waits for it (never called from the host's loops).
+    private func onLoopAndWait(_ body: @escaping @Sendable () -> Void) {
+        let done = DispatchSemaphoreBox()
+        loop.execute {
+            body()
+            done.signal()
         }
-        loop.withLock { $0 = l }
+        done.wait()
     }
 
-    /// The machine reports what is still missing (on the caller's thread, before the sockets close).
+    /// The machine reports what is still missing (before the sockets close); nothing is decided after.
     func stopMachine() {
-        let actions = state.withLock { s -> [ReplayingRelayAction] in
-            guard !s.stopped else { return [] }
-            s.stopped = true
-            return s.machine.handle(.stop, at: now)
-        }
-        for a in actions { if case .finding(let f) = a { log("finding: \(f)") } }
-    }
-
-    func stopLoop() {
-        let l = loop.withLock { l -> SerialLoop<Event>? in
-            defer { l = nil }
-            return l
-        }
-        l?.stop()
-        let pending = state.withLock { s -> [Decision] in
-            defer { s.decisions.removeAll() }
-            return Array(s.decisions.values)
-        }
-        for d in pending {
-            d.value.withLock { $0 = .refuse(status: 503) }
-            d.ready.signal()
+        onLoopAndWait { [self] in
+            let actions = state.withLock { s -> [ReplayingRelayAction] in
+                guard !s.stopped else { return [] }
+                s.stopped = true
+                return s.machine.handle(.stop, at: now)
+            }
+            for a in actions { if case .finding(let f) = a { log("finding: \(f)") } }
         }
     }
 
-    private func post(_ input: ReplayingRelayInput) { loop.withLock { $0 }?.post(.input(input)) }
-
-    func decide(_ request: WebSocketUpgradeRequest) -> WebSocketUpgradeDecision {
-        let d = Decision()
-        let id = state.withLock { s -> ReplayConnection? in
-            guard !s.stopped, s.byKey[request.key] == nil else { return nil }
-            s.last += 1
-            let c = ReplayConnection(s.last)
-            s.decisions[c] = d
-            s.byKey[request.key] = c
-            if let recorder {
-                s.recorded[c] = recorder.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
+    /// After the server stopped (every socket is gone): recorded sockets that never got their decision.
+    func stopping() {
+        onLoopAndWait { [self] in
+            state.withLock { s in
+                for id in s.pending.keys.sorted(by: { $0.id < $1.id }) {
+                    s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the replay is stopping")
+                }
+                s.pending.removeAll()
             }
-            return c
         }
-        guard let id, loop.withLock({ $0 }) != nil else { return .refuse(status: 503) }
-        post(.upgrade(id, target: request.target, headers: request.headers.fields.map { .init($0.name, $0.value) }))
-        d.ready.wait()
-        return d.value.withLock { $0 } ?? .refuse(status: 503)
     }
 
-    func serve(_ channel: WebSocketChannel, _ request: WebSocketUpgradeRequest) {
-        guard let (id, socket) = state.withLock({ s -> (ReplayConnection, WireSocket?)? in
-            guard let id = s.byKey.removeValue(forKey: request.key) else { return nil }
-            s.channels[id] = channel
-            return (id, s.recorded[id])
-        }) else { return }
-        while true {
-            let event: WebSocketEvent
-            do { event = try channel.receive() } catch {
-                socket?.failed("connection lost: \(error)")
-                post(.closed(id, code: nil, reason: "\(error)"))
-                break
+    // MARK: Connections (called on their loops; the machine's part hops to its loop)
+
+    /// A socket's upgrade request was read: record it and ask the machine (503 once stopped).
+    func upgradeRequested(_ connection: LoopWebSocket) {
+        guard let request = connection.request else { return }
+        loop.execute { [self] in
+            let id = state.withLock { s -> ReplayConnection? in
+                guard !s.stopped else { return nil }
+                s.last += 1
+                let c = ReplayConnection(s.last)
+                s.pending[c] = connection
+                if let recorder {
+                    s.recorded[c] = recorder.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
+                }
+                return c
             }
-            switch event {
-            case .text(let t):
-                socket?.sent(.text(t))
-                post(.frame(id, .text(t)))
-            case .binary(let b):
-                socket?.sent(.binary(b))
-                post(.frame(id, .binary(b)))
-            case .ping(let data):
-                socket?.ping(data, .outbound)
-                socket?.pong(data, .inbound)
-            case .pong(let data):
-                socket?.pong(data, .outbound)
-            case .closed(let code, let reason):
-                let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
-                socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
-                post(.closed(id, code: onWire, reason: reason))
-            case .protocolError(let e):
-                socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
-                post(.closed(id, code: Int(e.closeCode.rawValue), reason: e.message))
+            guard let id else { return connection.refuse(status: 503, body: "the replay is stopping") }
+            handle(.upgrade(id, target: request.target, headers: request.headers.fields.map { .init($0.name, $0.value) }))
+        }
+    }
+
+    /// Every event of an accepted socket, in order (on the socket's loop): recorded, then to the machine.
+    private func connectionEvent(_ id: ReplayConnection, _ event: WebSocketEvent, _ socket: WireSocket?) {
+        let input: ReplayingRelayInput
+        switch record(event, on: socket) {
+        case nil: return
+        case .frame(let frame)?: input = .frame(id, frame)
+        case .ended(let onWire, _, let reason, _)?:
+            input = .closed(id, code: onWire, reason: reason)
+        }
+        loop.execute { [self] in
+            if case .closed = input {
+                state.withLock { s in
+                    s.connections.removeValue(forKey: id)
+                    s.recorded.removeValue(forKey: id)
+                }
             }
-            if case .closed = event { break }
-            if case .protocolError = event { break }
+            handle(input)
         }
-        state.withLock { s in
-            s.channels.removeValue(forKey: id)
-            s.recorded.removeValue(forKey: id)
-        }
+    }
+
+    // MARK: The machine's loop
+
+    private func handle(_ input: ReplayingRelayInput) {
+        let t = now
+        perform(state.withLock { $0.machine.handle(input, at: t) })
     }
 
     private func perform(_ actions: [ReplayingRelayAction]) {
+        let log = self.log
         for a in actions {
             switch a {
             case .accept(let c), .refuse(let c, _, _):
-                let (decision, socket) = state.withLock { s in (s.decisions.removeValue(forKey: c), s.recorded[c]) }
+                let decided = state.withLock { s -> (LoopWebSocket, WireSocket?)? in
+                    guard let connection = s.pending.removeValue(forKey: c) else { return nil }
+                    if case .accept = a {
+                        s.connections[c] = connection
+                        return (connection, s.recorded[c])
+                    }
+                    return (connection, s.recorded.removeValue(forKey: c))
+                }
+                guard let (connection, socket) = decided else { continue }
                 if case .refuse(_, let status, let body) = a {
                     socket?.refused(status: status, reason: body)
                     log("\(c): refused \(status): \(body)")
-                    decision?.value.withLock { $0 = .refuse(status: status, body: body) }
+                    connection.refuse(status: status, body: body)
                 } else {
                     socket?.opened(status: 101)
                     log("\(c): upgraded")
-                    decision?.value.withLock { $0 = .accept() }
+                    connection.accept { [self] _, event in connectionEvent(c, event, socket) }
                 }
-                decision?.ready.signal()
             case .send(let c, let frame):
-                let (channel, socket) = state.withLock { s in (s.channels[c], s.recorded[c]) }
-                socket?.received(frame)
-                switch frame {
-                case .text(let t): try? channel?.send(text: t)
-                case .binary(let b): try? channel?.send(binary: b)
+                guard let (connection, socket) = open(c) else { continue }
+                connection.loop.execute {
+                    do throws(WebSocketError) {
+                        switch frame {
+                        case .text(let t): try connection.send(text: t)
+                        case .binary(let b): try connection.send(binary: b)
+                        }
+                        socket?.received(frame)
+                    } catch {
+                        log("\(c) frame not sent (\(frame.byteCount) bytes): \(error)")
+                    }
                 }
             case .close(let c, let code, let reason):
-                let (channel, socket) = state.withLock { s in (s.channels[c], s.recorded[c]) }
-                socket?.closed(code: code, reason: reason, byClient: false)
+                guard let (connection, socket) = open(c) else { continue }
                 log("\(c): closing \(code.map(String.init) ?? "(empty)") \(reason)")
-                try? channel?.close(code: code.map { WebSocketCloseCode(UInt16(clamping: $0)) }, reason: reason)
+                connection.loop.execute {
+                    do throws(WebSocketError) {
+                        // An empty close frame carries no reason on the wire (RFC 6455 §5.5.1).
+                        try connection.close(code: code.map { WebSocketCloseCode(UInt16(clamping: $0)) }, reason: code == nil ? "" : reason)
+                        socket?.closed(code: code, reason: reason, byClient: false)
+                    } catch {
+                        log("\(c) close not sent: \(error)")
+                    }
+                }
             case .abort(let c):
-                let (channel, socket) = state.withLock { s in (s.channels[c], s.recorded[c]) }
-                socket?.closed(code: nil, reason: "the recorded socket ended without a close frame here", byClient: false, clean: false)
-                channel?.abort()
+                guard let (connection, socket) = open(c) else { continue }
+                connection.loop.execute {
+                    socket?.closed(code: nil, reason: "the recorded socket ended without a close frame here", byClient: false, clean: false)
+                    connection.abort(reason: "the recorded socket ended without a close frame")
+                }
             case .wake(let at):
-                loop.withLock { $0 }?.schedule(.input(.wake), at: start + .nanoseconds(at.nanoseconds))
+                // Early or late wakes do nothing harmful; after the loops stop none fires.
+                _ = loop.schedule(at: start + .nanoseconds(at.nanoseconds)) { [self] in handle(.wake) }
             case .finding(let f):
                 log("finding: \(f)")
             case .finished:
                 onFinished()
             }
         }
+    }
+
+    /// An accepted socket that has not ended, with its recording.
+    private func open(_ c: ReplayConnection) -> (LoopWebSocket, WireSocket?)? {
+        state.withLock { s in s.connections[c].map { ($0, s.recorded[c]) } }
     }
 }

@@ -12,16 +12,33 @@ public struct WebSocketConfiguration: Hashable, Sendable {
     public var outboundFragmentSize: Int?
     /// Whether a received ping is answered with a pong carrying the same payload (RFC 6455 §5.5.2).
     public var automaticPong: Bool
+    /// Whether a close frame received while open is answered at once with a close frame echoing its code
+    /// (RFC 6455 §5.5.1). When false the connection reports `.closeReceived`, moves to `.closeReceived`
+    /// and waits for ``WebSocketConnection/close(code:reason:)`` to send the answer (a proxy forwards the
+    /// other side's close frame as the answer).
+    public var automaticCloseReply: Bool
 
     /// A configuration; the defaults are the relay's: 32 MiB frames and messages, no outbound
-    /// fragmentation, automatic pongs.
+    /// fragmentation, automatic pongs and close replies.
     public init(maxFrameSize: Int = defaultMaxMessageSize, maxMessageSize: Int = defaultMaxMessageSize,
-                outboundFragmentSize: Int? = nil, automaticPong: Bool = true) {
+                outboundFragmentSize: Int? = nil, automaticPong: Bool = true, automaticCloseReply: Bool = true) {
         self.maxFrameSize = max(0, maxFrameSize)
         self.maxMessageSize = max(0, maxMessageSize)
         self.outboundFragmentSize = outboundFragmentSize.map { max(1, $0) }
         self.automaticPong = automaticPong
+        self.automaticCloseReply = automaticCloseReply
     }
+
+    /// Transparent mode, for a proxy: pings, pongs and close frames are reported and never answered by
+    /// the codec (the driver forwards them and forwards the other side's answers back); messages are still
+    /// delivered whole (fragments reassembled) and the size limits hold.
+    public static func transparent(maxMessageSize: Int = defaultMaxMessageSize) -> WebSocketConfiguration {
+        WebSocketConfiguration(maxFrameSize: maxMessageSize, maxMessageSize: maxMessageSize,
+                               automaticPong: false, automaticCloseReply: false)
+    }
+
+    /// Whether neither pings nor close frames are answered by the codec (see ``transparent(maxMessageSize:)``).
+    public var isTransparent: Bool { !automaticPong && !automaticCloseReply }
 }
 
 /// Something the peer did, as reported by ``WebSocketConnection/receive(_:)-([UInt8])``.
@@ -34,6 +51,10 @@ public enum WebSocketEvent: Hashable, Sendable {
     case ping([UInt8])
     /// A pong (solicited or not).
     case pong([UInt8])
+    /// Transparent mode only (``WebSocketConfiguration/automaticCloseReply`` off): the peer's close frame
+    /// (code 1005 when it had no body). Nothing was answered: the connection is `.closeReceived` until
+    /// ``WebSocketConnection/close(code:reason:)`` sends this end's close frame, which ends it.
+    case closeReceived(code: WebSocketCloseCode, reason: String)
     /// The connection is closed. `code` is the peer's close code (1005 when its close frame had no body),
     /// or 1006 after ``WebSocketConnection/transportClosed()`` without a close handshake.
     case closed(code: WebSocketCloseCode, reason: String)
@@ -76,7 +97,8 @@ public struct WebSocketSendError: Error, Hashable, Sendable, CustomStringConvert
 /// (`receive_data` / `events_received` / `data_to_send`).
 ///
 /// It reassembles fragmented messages (control frames may arrive between fragments), answers pings,
-/// runs the close handshake (echoing the peer's code), enforces the message size limit (close 1009),
+/// runs the close handshake (echoing the peer's code; in transparent mode,
+/// ``WebSocketConfiguration/transparent(maxMessageSize:)``, it answers neither and reports both), enforces the message size limit (close 1009),
 /// fails on protocol errors (close 1002) and on invalid UTF-8 in text messages or close reasons
 /// (close 1007). It reads no clock and no socket: the driver owns timeouts (e.g. how long to wait for
 /// the peer's close frame after ``close(code:reason:)``, then drop the TCP connection) and decides when
@@ -89,6 +111,10 @@ public struct WebSocketConnection: Sendable {
         case open
         /// This end sent a close frame and waits for the peer's; received messages are still delivered.
         case closing
+        /// Transparent mode: the peer's close frame arrived and is not answered yet. Messages may still be
+        /// sent (RFC 6455 §5.5.1 lets an endpoint finish what it is sending); nothing more is parsed;
+        /// ``WebSocketConnection/close(code:reason:)`` answers and closes.
+        case closeReceived
         /// Both close frames were exchanged, or the connection failed: nothing more is parsed or sent.
         case closed
     }
@@ -103,6 +129,8 @@ public struct WebSocketConnection: Sendable {
     public private(set) var sentCloseCode: WebSocketCloseCode?
     /// The close code the peer put on the wire (1005 when its close frame had no body).
     public private(set) var receivedCloseCode: WebSocketCloseCode?
+    /// The reason of the peer's close frame, once one arrived.
+    public private(set) var receivedCloseReason: String?
 
     private var parser: WebSocketFrameParser
     private var maskingKeys: (any MaskingKeySource)?
@@ -140,7 +168,7 @@ public struct WebSocketConnection: Sendable {
     /// Queues a text message.
     /// - Throws: ``WebSocketSendError`` `.notOpen` when a close frame was already sent or received.
     public mutating func send(text: String) throws(WebSocketSendError) {
-        try requireOpen("a text message")
+        try requireSendable("a text message")
         var text = text
         text.withUTF8 { writeMessage(.text, UnsafeRawBufferPointer($0)) }
     }
@@ -148,14 +176,14 @@ public struct WebSocketConnection: Sendable {
     /// Queues a binary message.
     /// - Throws: ``WebSocketSendError`` `.notOpen` when a close frame was already sent or received.
     public mutating func send(binary: [UInt8]) throws(WebSocketSendError) {
-        try requireOpen("a binary message")
+        try requireSendable("a binary message")
         binary.withUnsafeBytes { writeMessage(.binary, $0) }
     }
 
     /// Queues a ping with `payload` (at most 125 bytes).
     /// - Throws: ``WebSocketSendError`` when not open or the payload is too large.
     public mutating func ping(_ payload: [UInt8] = []) throws(WebSocketSendError) {
-        try requireOpen("a ping")
+        try requireSendable("a ping")
         try requireControlPayload(payload, "ping")
         writeFrame(.ping, fin: true, payload)
     }
@@ -163,18 +191,18 @@ public struct WebSocketConnection: Sendable {
     /// Queues an unsolicited pong with `payload` (at most 125 bytes), e.g. as a unidirectional heartbeat.
     /// - Throws: ``WebSocketSendError`` when not open or the payload is too large.
     public mutating func pong(_ payload: [UInt8] = []) throws(WebSocketSendError) {
-        try requireOpen("a pong")
+        try requireSendable("a pong")
         try requireControlPayload(payload, "pong")
         writeFrame(.pong, fin: true, payload)
     }
 
-    /// Starts the close handshake: queues a close frame and moves to `.closing` (or to `.closed` when the
-    /// peer's close frame already arrived, which cannot happen while open). A nil `code` sends an empty
-    /// close body (then `reason` must be empty).
-    /// - Throws: ``WebSocketSendError`` when not open, the code may not be sent (1005, 1006, 1015, ...),
-    ///   or the reason is over 123 bytes of UTF-8.
+    /// Starts the close handshake: queues a close frame and moves to `.closing`; in `.closeReceived`
+    /// (transparent mode) it answers the peer's close frame and moves to `.closed`. A nil `code` sends an
+    /// empty close body (then `reason` must be empty).
+    /// - Throws: ``WebSocketSendError`` when closing or closed, the code may not be sent (1005, 1006,
+    ///   1015, ...), or the reason is over 123 bytes of UTF-8.
     public mutating func close(code: WebSocketCloseCode? = .normalClosure, reason: String = "") throws(WebSocketSendError) {
-        try requireOpen("a close frame")
+        try requireSendable("a close frame")
         var body: [UInt8] = []
         if let code {
             guard code.isSendable else {
@@ -195,11 +223,12 @@ public struct WebSocketConnection: Sendable {
         }
         writeFrame(.close, fin: true, body)
         sentCloseCode = code ?? .noStatusReceived
-        state = .closing
+        state = state == .closeReceived ? .closed : .closing
     }
 
-    private func requireOpen(_ what: String) throws(WebSocketSendError) {
-        guard state == .open else {
+    /// Sending is allowed while open, and in `.closeReceived` (transparent mode) until this end's close.
+    private func requireSendable(_ what: String) throws(WebSocketSendError) {
+        guard state == .open || state == .closeReceived else {
             throw WebSocketSendError(
                 .notOpen, "cannot send \(what): the connection is \(state) (a close frame was already sent or received)")
         }
@@ -247,10 +276,10 @@ public struct WebSocketConnection: Sendable {
     /// Parses received bytes and returns what the peer did, in order. Replies (pongs, the close echo, the
     /// close frame of a protocol error) are queued for ``takeOutbound()``. Once closed, bytes are ignored.
     public mutating func receive(_ bytes: UnsafeRawBufferPointer) -> [WebSocketEvent] {
-        guard state != .closed else { return [] }
+        guard isParsing else { return [] }
         var events: [WebSocketEvent] = []
         var cursor = 0
-        while state != .closed {
+        while isParsing {
             let frameStart = parser.streamOffset
             let frame: WebSocketFrame?
             do {
@@ -280,10 +309,19 @@ public struct WebSocketConnection: Sendable {
         bytes.withUnsafeBytes { receive($0) }
     }
 
+    /// Whether received bytes are still parsed: open, or closing while waiting for the peer's close frame.
+    private var isParsing: Bool { state == .open || state == .closing }
+
     /// Tells the connection that the transport closed (EOF or error). When the close handshake had not
-    /// finished, returns `.closed(code: 1006, ...)` (RFC 6455 §7.1.5, abnormal closure); otherwise nothing.
+    /// finished, returns `.closed(code: 1006, ...)` (RFC 6455 §7.1.5, abnormal closure), or in
+    /// `.closeReceived` `.closed` with the peer's code and reason (a close frame was received); otherwise
+    /// nothing.
     public mutating func transportClosed() -> [WebSocketEvent] {
         guard state != .closed else { return [] }
+        if state == .closeReceived, let code = receivedCloseCode {
+            state = .closed
+            return [.closed(code: code, reason: receivedCloseReason ?? "")]
+        }
         state = .closed
         receivedCloseCode = .abnormalClosure
         fragments = []
@@ -383,6 +421,14 @@ public struct WebSocketConnection: Sendable {
         case .close:
             let (code, reason) = try Self.parseCloseBody(frame.payload, at: payloadOffset)
             receivedCloseCode = code ?? .noStatusReceived
+            receivedCloseReason = reason
+            fragments = []
+            fragmentedOpcode = nil
+            if state == .open && !configuration.automaticCloseReply {
+                state = .closeReceived
+                events.append(.closeReceived(code: code ?? .noStatusReceived, reason: reason))
+                return
+            }
             if state == .open {
                 // Echo the peer's code (RFC 6455 §5.5.1); an empty close body is answered with an empty one.
                 var body: [UInt8] = []
@@ -393,8 +439,6 @@ public struct WebSocketConnection: Sendable {
                 sentCloseCode = code ?? .noStatusReceived
             }
             state = .closed
-            fragments = []
-            fragmentedOpcode = nil
             events.append(.closed(code: code ?? .noStatusReceived, reason: reason))
         }
     }

@@ -87,20 +87,16 @@ func temporaryPath(_ name: String) -> String {
     return "\(dir)/relaytrace-wirebench-\(getpid())-\(name).rtrace"
 }
 
-/// A WebSocket echo server on loopback (the project's Net server, a thread per connection).
+/// A WebSocket echo server on loopback (the project's Net server, on its event loops).
 func echoServer() -> WebSocketServer {
     do {
-        return try WebSocketServer(host: "127.0.0.1", port: 0) { channel, _ in
-            while true {
-                guard let event = try? channel.receive() else { return }
-                switch event {
-                case .text(let t): try? channel.send(text: t)
-                case .binary(let b): try? channel.send(binary: b)
-                case .ping, .pong: continue
-                case .closed, .protocolError: return
-                }
+        return try WebSocketServer(host: "127.0.0.1", port: 0, handler: { ws, event in
+            switch event {
+            case .text(let t): try? ws.send(text: t)
+            case .binary(let b): try? ws.send(binary: b)
+            default: return
             }
-        }
+        })
     } catch {
         fail("echo server: \(error)")
     }
@@ -198,14 +194,9 @@ func recorderBenchmark() {
     let counted = Atomic<Int>(0)
     let server: WebSocketServer
     do {
-        server = try WebSocketServer(host: "127.0.0.1", port: 0) { channel, _ in
-            while true {
-                guard let event = try? channel.receive() else { return }
-                if case .text = event { counted.add(1, ordering: .relaxed) }
-                if case .closed = event { return }
-                if case .protocolError = event { return }
-            }
-        }
+        server = try WebSocketServer(host: "127.0.0.1", port: 0, handler: { _, event in
+            if case .text = event { counted.add(1, ordering: .relaxed) }
+        })
     } catch {
         fail("server: \(error)")
     }

@@ -137,15 +137,62 @@ import Testing
         #expect(h.send(c, .heartbeat(HeartbeatPayload(activeSessionId: "s"))).messages(to: c) == [.pong])
     }
 
-    @Test func rateLimitDropsTheExcessSilentlyAndRefills() throws {
+    @Test func rateLimitRefusesTheExcessOutLoudAndRefills() throws {
         var h = RelayHarness()
         let (c, _) = try h.phone()   // the register used one token
-        var pongs = 0
-        for _ in 0..<60 { pongs += h.send(c, .ping).messages(to: c).count }
+        var pongs = 0, refused = 0
+        var logs: [String] = []
+        for _ in 0..<60 {
+            let actions = h.send(c, .ping)
+            pongs += actions.messages(to: c).filter { $0 == .pong }.count
+            refused += actions.errors(to: c).filter { $0 == .rateLimited }.count
+            logs += actions.compactMap { if case .log(let l) = $0, l.contains("rate limit") { l } else { nil } }
+        }
         #expect(pongs == 49)
+        #expect(refused == 11, "every frame over the limit is answered, none dropped")
+        #expect(logs.count == 1, "the log names the burst once: \(logs)")
+        let text = try #require(h.send(c, .ping).messages(to: c).compactMap { if case .error(let e) = $0 { e.message } else { nil } }.first)
+        #expect(text.contains("ping not processed") && text.contains("retry after 40 ms"), "\(text)")
         h.advance(by: .milliseconds(200))                     // +5 tokens
         pongs = 0
-        for _ in 0..<10 { pongs += h.send(c, .ping).messages(to: c).count }
+        refused = 0
+        for _ in 0..<10 {
+            let actions = h.send(c, .ping)
+            pongs += actions.messages(to: c).filter { $0 == .pong }.count
+            refused += actions.errors(to: c).filter { $0 == .rateLimited }.count
+        }
         #expect(pongs == 5)
+        #expect(refused == 5)
+    }
+
+    @Test func anRpcOverTheLimitGetsItsOwnErrorResponseWithTheTraceparent() throws {
+        var h = RelayHarness()
+        _ = h.desktop()
+        let (c, _) = try h.phone()
+        for _ in 0..<49 { h.send(c, .ping) }
+        let trace = try TraceParent(parsing: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        let actions = h.send(c, .rpcRequest(RpcRequest(id: "R-limited", method: "system.ping", traceparent: trace)))
+        let responses = actions.messages(to: c).compactMap { if case .rpcResponse(let r) = $0 { r } else { nil } }
+        let response = try #require(responses.first)
+        #expect(response.id == "R-limited")
+        #expect(response.error?.code == RpcErrorCode.rateLimited.rawValue)
+        #expect(response.error?.data?["retryAfterMs"] == .int(40))
+        #expect(response.isFinal == true)
+        #expect(response.traceparent == trace)
+        #expect(actions.allSatisfy { if case .send(let d, _) = $0 { d == c } else { true } }, "nothing went to the desktop")
+    }
+
+    @Test func anInProcessPeerIsNotRateLimited() throws {
+        var h = RelayHarness()
+        var request = RelayHarness.request(kind: .desktop, device: desktopId)
+        request.inProcess = true
+        let d = ConnectionID(99)
+        #expect(h.feed(.upgrade(d, request)).contains(.acceptUpgrade(d)))
+        #expect(h.relay.connections[d]?.isRateLimited == false)
+        var pongs = 0
+        for _ in 0..<500 { pongs += h.send(d, .ping).messages(to: d).filter { $0 == .pong }.count }
+        #expect(pongs == 500)
+        let (c, _) = try h.phone()
+        #expect(h.relay.connections[c]?.isRateLimited == true)
     }
 }

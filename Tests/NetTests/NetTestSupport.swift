@@ -106,34 +106,29 @@ struct TestPKI: Sendable {
     }
 }
 
-/// Behaviour of the Swift test server, chosen by the request path.
+/// Behaviour of the Swift test server (on its event loop).
 ///
-/// `/echo` echoes; a text `close:CODE:REASON` makes the server close with that code; a text `ping:P`
-/// makes it ping with payload P and, once the pong arrives, send `pong:P`. Every event the handler
-/// receives is recorded.
-func echoHandler(_ events: Recorder<WebSocketEvent>) -> @Sendable (WebSocketChannel, WebSocketUpgradeRequest) -> Void {
-    { channel, _ in
-        while true {
-            guard let event = try? channel.receive(timeout: testTimeout) else { return }
-            events.append(event)
-            switch event {
-            case .text(let text) where text.hasPrefix("close:"):
-                let parts = text.split(separator: ":", maxSplits: 2).map(String.init)
-                let code = WebSocketCloseCode(UInt16(parts[1]) ?? 1000)
-                try? channel.close(code: code, reason: parts.count > 2 ? parts[2] : "")
-            case .text(let text) where text.hasPrefix("ping:"):
-                try? channel.ping(Array(text.dropFirst(5).utf8))
-            case .pong(let payload):
-                try? channel.send(text: "pong:" + String(decoding: payload, as: UTF8.self))
-            case .text(let text):
-                try? channel.send(text: text)
-            case .binary(let bytes):
-                try? channel.send(binary: bytes)
-            case .ping:
-                continue
-            case .closed, .protocolError:
-                return
-            }
+/// It echoes; a text `close:CODE:REASON` makes the server close with that code; a text `ping:P` makes
+/// it ping with payload P and, once the pong arrives, send `pong:P`. Every event the handler receives is
+/// recorded.
+func echoHandler(_ events: Recorder<WebSocketEvent>) -> LoopWebSocketHandler {
+    { ws, event in
+        events.append(event)
+        switch event {
+        case .text(let text) where text.hasPrefix("close:"):
+            let parts = text.split(separator: ":", maxSplits: 2).map(String.init)
+            let code = WebSocketCloseCode(UInt16(parts[1]) ?? 1000)
+            try? ws.close(code: code, reason: parts.count > 2 ? parts[2] : "")
+        case .text(let text) where text.hasPrefix("ping:"):
+            try? ws.ping(Array(text.dropFirst(5).utf8))
+        case .pong(let payload):
+            try? ws.send(text: "pong:" + String(decoding: payload, as: UTF8.self))
+        case .text(let text):
+            try? ws.send(text: text)
+        case .binary(let bytes):
+            try? ws.send(binary: bytes)
+        case .ping, .closeReceived, .closed, .protocolError:
+            return
         }
     }
 }

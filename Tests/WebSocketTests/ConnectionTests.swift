@@ -234,6 +234,43 @@ struct ConnectionTests {
         #expect(!connection.hasOutbound)  // no pong after our close, no second close
     }
 
+    @Test("transparent mode: pings and the peer's close frame are reported, never answered; close() answers")
+    func transparentClose() throws {
+        var connection = server(.transparent())
+        #expect(connection.configuration.isTransparent)
+        let events = connection.receive(fromClient(9, [7]) + fromClient(fin: false, 1, Array("He".utf8)) + fromClient(0, Array("llo".utf8))
+                                        + fromClient(8, closeBody(4001, Array("bye".utf8))) + fromClient(1, hello))
+        #expect(events == [.ping([7]), .text("Hello"), .closeReceived(code: WebSocketCloseCode(4001), reason: "bye")])
+        #expect(!connection.hasOutbound, "no pong, no close echo")
+        #expect(connection.state == .closeReceived)
+        #expect(connection.receivedCloseCode == WebSocketCloseCode(4001))
+        #expect(connection.receivedCloseReason == "bye")
+        #expect(connection.receive(fromClient(1, hello)) == [], "nothing is parsed after the peer's close")
+        // Messages may still go out (what was in flight), then the answer ends the connection.
+        try connection.send(text: "last words")
+        try connection.close(code: WebSocketCloseCode(4002), reason: "forwarded")
+        #expect(connection.state == .closed)
+        #expect(connection.sentCloseCode == WebSocketCloseCode(4002))
+        #expect(outboundFrames(&connection) == [WebSocketFrame(opcode: .text, payload: Array("last words".utf8)),
+                                                WebSocketFrame(opcode: .close, payload: closeBody(4002, Array("forwarded".utf8)))])
+        #expect(throws: WebSocketSendError.self) { try connection.send(text: "after") }
+        #expect(connection.transportClosed() == [])
+    }
+
+    @Test("transparent mode: a transport lost while the close frame waits for its answer ends with the peer's code")
+    func transparentTransportLost() throws {
+        var connection = client(.transparent())
+        #expect(connection.receive(fromServer(8, closeBody(1012, Array("restart".utf8)))) == [.closeReceived(code: WebSocketCloseCode(1012), reason: "restart")])
+        #expect(connection.transportClosed() == [.closed(code: WebSocketCloseCode(1012), reason: "restart")])
+        #expect(connection.state == .closed)
+        // A close this end started still completes as usual in transparent mode.
+        var initiator = client(.transparent())
+        try initiator.close(code: .goingAway)
+        #expect(initiator.state == .closing)
+        #expect(initiator.receive(fromServer(8, closeBody(1001))) == [.closed(code: .goingAway, reason: "")])
+        #expect(initiator.state == .closed)
+    }
+
     @Test("every close code the RFC allows is accepted and echoed", arguments: [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999] as [UInt16])
     func validCloseCodes(code: UInt16) {
         var connection = server()

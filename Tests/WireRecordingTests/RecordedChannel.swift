@@ -59,7 +59,8 @@ final class RecordedChannel: Sendable {
             socket.ping(d, .inbound)
             socket.pong(d, .outbound)  // the Net client answers pings by itself
         case .pong(let d): socket.pong(d, .inbound)
-        case .closed(let code, let reason):
+        case .closed(let code, let reason), .closeReceived(let code, let reason):
+            // (`.closeReceived` comes only in transparent mode, which this client does not use.)
             // The relay closed first (had the app closed first, `close` recorded it and this is the echo).
             socket.closed(code: code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue), reason: reason,
                           byClient: false, clean: code != .abnormalClosure)
