@@ -2,6 +2,7 @@
 //
 //   relaytrace-bench write FILE [--bytes N] [--seed S]   generate realistic records, write them, report
 //   relaytrace-bench scan FILE                           read every record, report
+//   relaytrace-bench wire-view IN OUT                    IN's socket records as a wire trace (tools/bench-replay.sh)
 //
 // `write` first builds a pool of ~64 MiB of varied records modelled on PROTOCOL.md traffic (heartbeats,
 // pongs, rpc requests and responses with fresh ids, relay and desktop events, chat timeline updates,
@@ -202,6 +203,34 @@ func scanBench(path: String) {
     say("scan.mb_per_second \(format3(Double(payload) / seconds / 1e6))")
 }
 
+/// A machine trace's socket records (opens, upgrades, messages, closes, failures) as the wire trace an
+/// in-app recorder would have written of the same session: no inputs, actions or timers, the header's
+/// `wire` member set, the same redaction key (so the replay redacts the model's output as the trace is).
+func wireView(from input: String, to output: String) {
+    let socket: Set<RecordKind> = [.transportOpen, .transportOpened, .frameText, .frameBinary, .transportClosed, .transportFailed]
+    do {
+        let reader = try TraceReader(path: input)
+        var header = reader.header
+        header.extra["wire"] = ["source": "recorder", "from": .string("machine trace")]
+        var options = TraceWriterOptions()
+        options.overwrite = true
+        options.blockWhenFull = true
+        options.redaction = header.redaction.policy
+        options.redactionKey = header.redaction.key
+        let writer = try TraceWriter(path: output, header: header, options: options)
+        var kept = 0
+        while let e = try reader.next() {
+            guard socket.contains(e.record.kind), e.record.generation != nil else { continue }
+            writer.append(e.record)
+            kept += 1
+        }
+        _ = try writer.close()
+        say("wire-view.records \(kept)")
+    } catch {
+        fail("\(error)")
+    }
+}
+
 let args = Array(CommandLine.arguments.dropFirst())
 guard let verb = args.first, args.count >= 2 else { fail("usage: relaytrace-bench write FILE [--bytes N] [--seed S] | scan FILE") }
 func option(_ name: String) -> String? {
@@ -213,6 +242,8 @@ case "write":
     writeBench(path: args[1], bytes: Int(option("--bytes") ?? "") ?? 1_100_000_000, seed: UInt64(option("--seed") ?? "") ?? 1)
 case "scan":
     scanBench(path: args[1])
+case "wire-view" where args.count == 3:
+    wireView(from: args[1], to: args[2])
 default:
     fail("unknown verb \(verb)")
 }
