@@ -368,6 +368,7 @@ enum ReplayCommand {
         case .connecting: "connecting"
         case .registering: "registering"
         case .registered: "registered"
+        case .linking: "linking"
         case .waitingToReconnect: "waitingToReconnect"
         case .suspended: "suspended"
         case .stopped: "stopped"

@@ -1,6 +1,7 @@
 public import RelayClient
 public import RelayProtocol
 public import Trace
+public import SpecCheck
 
 /// The first place where the replayed client and the recorded one part ways.
 public struct Divergence: Sendable, Equatable, CustomStringConvertible {
@@ -80,7 +81,7 @@ public struct Divergence: Sendable, Equatable, CustomStringConvertible {
             "differences": .array(jsonDifferences.map { .string($0) }), "context": .array(context.map { .string($0) }),
         ]
         if let generation { o["generation"] = .int(Int64(bitPattern: generation)) }
-        if let rule { o["rule"] = ["section": .string(rule.section), "summary": .string(rule.summary)] }
+        if let rule { o["rule"] = rule.json }
         return .object(o)
     }
 
@@ -90,51 +91,35 @@ public struct Divergence: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Differences between two JSON values, by JSONPath.
-public enum JSONDiff {
-    /// Every path where `a` and `b` differ (canonically: `1` equals `1.0`), in a stable order.
-    public static func differences(_ a: JSONValue, _ b: JSONValue, path: String = "$") -> [String] {
-        switch (a, b) {
-        case (.object(let x), .object(let y)):
-            var out: [String] = []
-            for key in Set(x.keys).union(y.keys).sorted() {
-                let p = path + "." + key
-                switch (x[key], y[key]) {
-                case (let u?, let v?): out += differences(u, v, path: p)
-                case (let u?, nil): out.append("\(p): expected \(u.jsonText), missing")
-                case (nil, let v?): out.append("\(p): not expected, got \(v.jsonText)")
-                case (nil, nil): break
-                }
-            }
-            return out
-        case (.array(let x), .array(let y)):
-            var out: [String] = []
-            for i in 0..<max(x.count, y.count) {
-                let p = "\(path)[\(i)]"
-                if i >= x.count { out.append("\(p): not expected, got \(y[i].jsonText)") }
-                else if i >= y.count { out.append("\(p): expected \(x[i].jsonText), missing") }
-                else { out += differences(x[i], y[i], path: p) }
-            }
-            return out
-        default:
-            return a.canonicallyEquals(b) ? [] : ["\(path): expected \(a.jsonText), got \(b.jsonText)"]
-        }
-    }
-}
-
 /// The SPEC rule an action or input belongs to, for failure messages.
 public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
     /// The SPEC section, e.g. `A6`.
     public var section: String
     /// The rule in a few words.
     public var summary: String
-    /// `A6 heartbeat every 5 s after registration`.
-    public var description: String { "SPEC \(section): \(summary)" }
+    /// The rule's ID in `relaytrace check` (``CheckRule``, e.g. `A6.heartbeat`), when it is one of the
+    /// SPEC's rules observable on the wire.
+    public var id: String?
+    /// `SPEC A6: heartbeat every 5 s after registration`, or with an ID `SPEC A6.heartbeat: ...`.
+    public var description: String { "SPEC \(id ?? section): \(summary)" }
 
-    /// The rule `section` (e.g. `C7`), in a few words.
-    public init(section: String, summary: String) {
+    /// The rule `section` (e.g. `C7`), in a few words, with its `relaytrace check` ID when it has one.
+    public init(section: String, summary: String, id: String? = nil) {
         self.section = section
         self.summary = summary
+        self.id = id
+    }
+
+    /// A rule of `relaytrace check`: its section, requirement and ID.
+    public init(_ rule: CheckRule) {
+        self.init(section: rule.section, summary: rule.requirement, id: rule.rawValue)
+    }
+
+    /// `{section, summary}`, and `id` when the rule has one.
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["section": .string(section), "summary": .string(summary)]
+        if let id { o["id"] = .string(id) }
+        return .object(o)
     }
 
     /// The rule a record most likely concerns.
@@ -150,6 +135,7 @@ public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
             case "register": return SpecRule(section: "A6/A7", summary: "register (1.6 form, stored session and token)")
             case "heartbeat": return SpecRule(section: "A6", summary: "heartbeat every 5 s after registration")
             case "rpc.request": return SpecRule(section: "A8", summary: "requests, keys, traceparent, timeouts")
+            case "link.redeem": return SpecRule(section: "Part B", summary: "device link by code or QR (docs/DEVICE_LINK.md)")
             case "event":
                 if json["payload"]?["eventType"] == "chat:timeline-interest" {
                     return SpecRule(section: "A11", summary: "timeline interest renewed every 20 s, re-issued after registration")
@@ -184,6 +170,9 @@ public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
             else if name.hasPrefix("identity.") { SpecRule(section: "A1", summary: "identity gate") }
             else if name.hasPrefix("region.") { SpecRule(section: "A3", summary: "region persisted before published; attempts bound to their origin") }
             else if name.hasPrefix("auth.") { SpecRule(section: "A2", summary: "login and token refresh") }
+            else if name.hasPrefix("link.") {
+                SpecRule(section: "Part B", summary: "device link: the desktop stored in linked_devices before the phone connects to it")
+            }
             else { nil }
         }
     }

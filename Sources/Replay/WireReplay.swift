@@ -1,4 +1,6 @@
 import Capture
+import SpecCheck
+import WireReplay
 public import RelayClient
 public import RelayProtocol
 public import Trace
@@ -111,7 +113,7 @@ public struct WireParting: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// As JSON: `record`, `time` (s), `timeNs`, `socket`, `generation`, `kind`, `what`, `rule` {section,
-    /// summary}, `clientTimeNs`, `modelTimeNs`, `message`, `differences`, `dependsOn`, `context`.
+    /// summary, id: the `relaytrace check` rule ID when there is one}, `clientTimeNs`, `modelTimeNs`, `message`, `differences`, `dependsOn`, `context`.
     public var json: JSONValue {
         var o: [String: JSONValue] = [
             "record": .int(Int64(record)), "time": .double(time.seconds), "timeNs": .int(time.nanoseconds),
@@ -122,7 +124,7 @@ public struct WireParting: Sendable, Equatable, CustomStringConvertible {
             "dependsOn": dependsOn.map { .string($0) } ?? .null,
         ]
         o["generation"] = generation.map { .int(Int64(bitPattern: $0)) } ?? .null
-        o["rule"] = rule.map { ["section": .string($0.section), "summary": .string($0.summary)] } ?? .null
+        o["rule"] = rule?.json ?? .null
         return .object(o)
     }
 }
@@ -256,7 +258,7 @@ public struct WireReplayReport: Sendable {
 ///   did (SPEC 1.6 sets no reconnect pacing).
 ///
 /// The client's messages are paired with the model's by kind and occurrence on the same socket
-/// (``ClientFrameMeaning``), then compared: content (values that vary between runs left out) and time
+/// (``FrameMeaning``, its model comparison), then compared: content (values that vary between runs left out) and time
 /// (within ``WireReplayOptions/tolerance``). A model timer whose act the client did a little later fires
 /// when the client acted, so jitter never accumulates; a heartbeat or lease renewal is re-anchored that
 /// way even when it is out of tolerance, so each report speaks of one interval.
@@ -297,11 +299,13 @@ public final class WireReplayer {
     private var inferences: [WireInference] = []
     private var onlinePartings: [WireParting] = []
     private var inferredCalls: [CallID: (socket: Int, item: Int)] = [:]
-    private var callFailures: [SocketKey: String] = [:]
+    private var callFailures: [SocketKey: CallFailure] = [:]
     private var claims: [ClaimID: (session: String, record: Int)] = [:]
     private var nextCall: UInt64 = 1
     private var nextClaim: UInt64 = 1
     private var starts: UInt64 = 0
+    /// The phone's link sockets, left out of the replay (as notes for ``WireReplayReport/notJudged``).
+    private let linkSockets: [String]
 
     /// Prepares the replay of `options.device` (or the trace's only phone) in `records` under `header`.
     /// - Throws: ``WireReplayError`` when the trace is not a wire trace, holds no phone socket, or holds
@@ -338,6 +342,18 @@ public final class WireReplayer {
                 gens.insert(g)
             }
         }
+        // Link sockets (docs/DEVICE_LINK.md: `link.redeem` first, no desktop yet) are not replayed: the
+        // link code a user typed or scanned is an input the replay does not infer.
+        var linkNotes: [String] = []
+        var firstMessage: Set<UInt64> = []
+        for (i, r) in records.enumerated() where r.kind == .frameText && r.direction == .outbound {
+            guard let g = r.generation, gens.contains(g), firstMessage.insert(g).inserted else { continue }
+            if FrameMeaning(.text(r.payloadText), comparison: .model).type == SpecNumbers.linkRedeem {
+                gens.remove(g)
+                linkNotes.append("#\(i) \(r.time) g\(g): a link socket (\(SpecNumbers.linkRedeem)): device linking is not replayed into the model")
+            }
+        }
+        linkSockets = linkNotes
         var mine: [TraceRecord] = []
         var numbers: [Int] = []
         for (i, r) in records.enumerated() {
@@ -349,6 +365,10 @@ public final class WireReplayer {
         number = numbers
         redactor = header.redaction.redactor
         end = records.last?.time ?? .zero
+        guard mine.contains(where: { $0.kind == .transportOpen }) else {
+            throw WireReplayError(message: "the phone's sockets are all link sockets (link.redeem): device linking is not replayed into the model",
+                                  isUsage: false, phones: phones)
+        }
         guard let configuration = Self.configuration(from: mine) else {
             throw WireReplayError(message: "no relay URL the model accepts can be made from the phone's first socket", isUsage: false, phones: phones)
         }
@@ -452,7 +472,7 @@ public final class WireReplayer {
         var phoneRecord: Int
         var time: Moment
         var key: String
-        var meaning: ClientFrameMeaning?
+        var meaning: FrameMeaning?
         var closeCode: Int64?
         var clean = true
         var judged: Bool
@@ -484,13 +504,13 @@ public final class WireReplayer {
             var item: RealItem?
             switch (r.kind, r.direction) {
             case (.frameText, .outbound?):
-                let meaning = ClientFrameMeaning(text: r.payloadText)
+                let meaning = FrameMeaning(.text(r.payloadText), comparison: .model)
                 var judged = meaning.type.map { Self.judgedTypes.contains($0) } ?? true
-                if meaning.key == "\(RelayMessage.TypeName.event) \(EventNames.chatTimelineInterest)" { judged = true }
+                if meaning.kind == "\(RelayMessage.TypeName.event) \(EventNames.chatTimelineInterest)" { judged = true }
                 // A message the protocol does not know, or one with a snake_case key, is judged: the model never sends one.
                 if let t = meaning.type, RelayMessage.TypeName.legacyKinds.contains(t) || !Self.knownTypes.contains(t) { judged = true }
-                if let json = meaning.normalized, !CamelCaseGuard.violations(in: json).isEmpty { judged = true }
-                item = RealItem(record: number[p], phoneRecord: p, time: r.time, key: meaning.key, meaning: meaning, judged: judged)
+                if !CamelCaseGuard.violations(in: meaning.content).isEmpty { judged = true }
+                item = RealItem(record: number[p], phoneRecord: p, time: r.time, key: meaning.kind, meaning: meaning, judged: judged)
                 if sockets[k].register == nil, meaning.type == RelayMessage.TypeName.register,
                    case .register(let payload)? = try? RelayMessage(decodingText: r.payloadText) {
                     sockets[k].register = payload
@@ -520,10 +540,8 @@ public final class WireReplayer {
     }
 
     private static let closeKey = "close"
-    private static let knownTypes: Set<String> = [
-        "register", "heartbeat", "ping", "pong", "rpc.request", "rpc.response", "event", "event-ack", "terminal.binary.bind",
-        "terminal.binary.unbind", "terminal.binary.bound", "registered", "resumed", "error",
-    ]
+    /// The message types a client may send (PROTOCOL.md §3): another one is judged (the model never sends it).
+    private static var knownTypes: Set<String> { SpecNumbers.clientMessageTypes }
 
     // MARK: The model's side
 
@@ -547,7 +565,7 @@ public final class WireReplayer {
         var time: Moment
         var intended: Moment
         var key: String
-        var meaning: ClientFrameMeaning?
+        var meaning: FrameMeaning?
         var closeCode: UInt16?
         var cause: Cause
         var real: Int?
@@ -627,7 +645,7 @@ public final class WireReplayer {
             inferredCalls[id] = (k, j)
             infer(p, "call", "\(req.method) with your client's params\(req.idempotencyKey == nil ? "" : " and idempotency key")")
             return [annotate(.call(CallRequest(callId: id, method: req.method, params: req.params, idempotencyKey: req.idempotencyKey)), nil)]
-        case .event(let e) where meaning.key.hasSuffix(EventNames.chatTimelineInterest):
+        case .event(let e) where meaning.kind.hasSuffix(EventNames.chatTimelineInterest):
             guard let lease = try? TimelineInterest(json: e.payload) else { return [] }
             let leased = m.interest.lease(for: configuration.desktopId)?.sessionId
             if lease.active, leased != lease.sessionId {
@@ -681,7 +699,7 @@ public final class WireReplayer {
         case .waitingToReconnect:
             starts -= 1
             return []  // the held reconnect opens it now
-        case .connecting, .registering, .registered, .suspended:
+        case .connecting, .registering, .registered, .linking, .suspended:
             infer(p, "stop", "your client opened socket \(k + 1) while the model's socket was still open (a network path change the wire does not show, or two sockets at once: see A5)")
             infer(p, "start", detail)
             return [annotate(.stop, "your client's previous socket was dead for it (a network path change the wire does not show)"), annotate(start, nil)]
@@ -690,7 +708,7 @@ public final class WireReplayer {
 
     private static func stopRule(_ reason: ClientStopReason) -> SpecRule? {
         switch reason {
-        case .invalidResumeLoop: SpecRule(section: "A7", summary: "three invalid resumes within a rolling 30 s end the loop")
+        case .invalidResumeLoop: SpecRule(.invalidResumeLoop)
         case .sessionEnded: SpecRule(section: "A2", summary: "a refresh refused with 401/403 ends the session")
         case .stopped: nil
         }
@@ -704,8 +722,8 @@ public final class WireReplayer {
         for (id, deadline) in m.armedTimers.sorted(by: { $0.deadline < $1.deadline }) where deadline <= t + tolerance {
             for a in copy.handle(.timerFired(id), at: max(deadline, t)) {
                 guard let v = visible(a), v.socket == k, v.key == item.key else { continue }
-                guard case .send(_, .text(let text), _) = a, let theirs = item.meaning?.normalized else { return true }
-                if let mine = ClientFrameMeaning(text: text).normalized, redactor.redact(json: mine).canonicallyEquals(theirs) { return true }
+                guard case .send(_, .text(let text), _) = a, let theirs = item.meaning?.content else { return true }
+                if redactor.redact(json: FrameMeaning(.text(text), comparison: .model).content).canonicallyEquals(theirs) { return true }
             }
         }
         return false
@@ -717,7 +735,7 @@ public final class WireReplayer {
         case .send(let g, let frame, _):
             guard let k = modelSocketOf[g] else { return nil }
             switch frame {
-            case .text(let t): return SocketKey(socket: k, key: ClientFrameMeaning(text: t).key)
+            case .text(let t): return SocketKey(socket: k, key: FrameMeaning(.text(t), comparison: .model).kind)
             case .binary: return SocketKey(socket: k, key: "binary")
             }
         case .closeTransport(let g, _, _):
@@ -794,8 +812,8 @@ public final class WireReplayer {
                 c.anchorText = "the last inbound message"
             }
         case .transportFrame(_, .text(let text))?:
-            let m = ClientFrameMeaning(text: text)
-            if m.type == RelayMessage.TypeName.error, let code = m.normalized?["code"]?.stringValue { c.text = "error \(code)" } else { c.text = m.key }
+            let m = FrameMeaning(.text(text), comparison: .model)
+            if m.type == RelayMessage.TypeName.error, let code = m.content["code"]?.stringValue { c.text = "error \(code)" } else { c.text = m.kind }
         case .transportFrame(_, .binary)?: c.text = "terminal output"
         case .transportOpened?: c.text = "the upgrade"
         case .transportClosed?: c.text = "the relay's close"
@@ -836,13 +854,13 @@ public final class WireReplayer {
             opens.append(ModelOpen(socket: k, time: t, url: url, headers: headers, cause: cause))
         case .send(let g, let frame, _):
             guard let k = modelSocketOf[g] else { return }
-            let meaning: ClientFrameMeaning?
+            let meaning: FrameMeaning?
             let key: String
             switch frame {
             case .text(let text):
-                let m = ClientFrameMeaning(text: text)
+                let m = FrameMeaning(.text(text), comparison: .model)
                 meaning = m
-                key = m.key
+                key = m.kind
             case .binary:
                 meaning = nil
                 key = "binary"
@@ -858,7 +876,7 @@ public final class WireReplayer {
                 if model[k].closed == nil { model[k].closed = t }
             }
         case .callCompleted(let id, .failure(let failure)):
-            if let (k, j) = inferredCalls[id] { callFailures[SocketKey(socket: k, key: "\(j)")] = "\(failure)" }
+            if let (k, j) = inferredCalls[id] { callFailures[SocketKey(socket: k, key: "\(j)")] = failure }
         default:
             return
         }
@@ -894,7 +912,9 @@ public final class WireReplayer {
             let diff = JSONDiff.differences(mine, theirs).map(Self.sides)
             let p = phoneIndex(ofRecord: s.openRecord)
             if !diff.isEmpty {
-                partings.append(parting(at: p, socket: o.socket, kind: .different, what: "open", rule: Self.openRule, clientTime: s.openTime, modelTime: o.time,
+                let urlDiffers = diff.contains { $0.hasPrefix("$.path") || $0.hasPrefix("$.scheme") }
+                partings.append(parting(at: p, socket: o.socket, kind: .different, what: "open", rule: SpecRule(urlDiffers ? .url : .upgradeHeaders),
+                                        clientTime: s.openTime, modelTime: o.time,
                                         message: "your client's upgrade request for socket \(o.socket + 1) differs from the model's", differences: diff,
                                         dependsOn: nil))
             } else if gap(s.openTime, o.time) > tolerance {
@@ -905,6 +925,17 @@ public final class WireReplayer {
                 matched += 1
             }
         }
+        // The client's sockets the model never opens.
+        let modelOpened = Set(opens.map(\.socket))
+        for k in sockets.indices where !modelOpened.contains(k) {
+            let s = sockets[k]
+            let noDesktop = configuration.desktopId.isEmpty
+            partings.append(parting(at: phoneIndex(ofRecord: s.openRecord), socket: k, kind: .extra, what: "open",
+                                    rule: noDesktop ? SpecRule(.upgradeHeaders) : nil, clientTime: s.openTime, modelTime: nil,
+                                    message: "your client opened socket \(k + 1) at \(seconds(s.openTime)); the model opens none"
+                                        + (noDesktop ? " (no desktop: neither X-Target-Desktop-Device-ID nor a register names one, so it waits for a link code)" : ""),
+                                    dependsOn: nil))
+        }
         // The client's sockets used after it opened the next one (SPEC A5).
         var twoLive: Set<SocketKey> = []
         for k in sockets.indices.dropFirst() {
@@ -912,7 +943,7 @@ public final class WireReplayer {
             if let j = sockets[k - 1].items.firstIndex(where: { $0.key != Self.closeKey && $0.time > opened + tolerance }) {
                 let it = sockets[k - 1].items[j]
                 twoLive.insert(SocketKey(socket: k - 1, key: "\(j)"))
-                partings.append(parting(at: it.phoneRecord, socket: k - 1, kind: .extra, what: it.key, rule: SpecRule(section: "A5", summary: "one live generation: a socket's successor opens only once it is given up"),
+                partings.append(parting(at: it.phoneRecord, socket: k - 1, kind: .extra, what: it.key, rule: SpecRule(.oneLiveGeneration),
                                         clientTime: it.time, modelTime: nil,
                                         message: "your client sent \(Self.name(it.key)) on socket \(k) at \(seconds(it.time)), \(seconds(it.time - opened)) after it opened socket \(k + 1)",
                                         dependsOn: nil))
@@ -925,7 +956,7 @@ public final class WireReplayer {
             if let j = item.real {
                 let real = sockets[k].items[j]
                 if let diff = difference(item, real) {
-                    let r = item.key == Self.closeKey ? Self.closeCodeRule : rule(for: item.key, item.cause)
+                    let r = item.key == Self.closeKey ? Self.closeCodeRule : contentRule(for: item.key, item.cause, diff.lines)
                     partings.append(parting(at: real.phoneRecord, socket: k, kind: .different, what: item.key, rule: r,
                                             clientTime: real.time, modelTime: item.intended, message: diff.message, differences: diff.lines,
                                             dependsOn: item.cause.inference))
@@ -951,7 +982,8 @@ public final class WireReplayer {
                                     clientTime: nil, modelTime: item.intended, message: message, dependsOn: item.cause.inference))
         }
         // The client's messages and closes the model does not make.
-        var notJudged: [String] = []
+        var notJudged = linkSockets
+        var unopened: [Int: Int] = [:]
         for k in sockets.indices {
             for (j, it) in sockets[k].items.enumerated() where !it.paired {
                 if twoLive.contains(SocketKey(socket: k, key: "\(j)")) { continue }
@@ -963,6 +995,10 @@ public final class WireReplayer {
                     folded[k, default: 0] += 1
                     continue
                 }
+                if !modelOpened.contains(k) {
+                    unopened[k, default: 0] += 1
+                    continue
+                }
                 if k < model.count, model[k].closed == nil, k + 1 < model.count, it.time > model[k + 1].openTime - tolerance {
                     continue  // the model left this socket for the next one (an inferred stop); A5 judged it above
                 }
@@ -970,13 +1006,13 @@ public final class WireReplayer {
                 var rule = Self.keyRule(it.key)
                 if let failure = callFailures[SocketKey(socket: k, key: "\(j)")] {
                     message += ": \(failure)"
-                    rule = SpecRule(section: "A8", summary: "the client rejects an unknown method, a mutation without a key, a snake_case key before anything is sent")
-                } else if let json = it.meaning?.normalized, !CamelCaseGuard.violations(in: json).isEmpty {
+                    rule = Self.refusalRule(failure)
+                } else if let json = it.meaning?.content, !CamelCaseGuard.violations(in: json).isEmpty {
                     message += ": it has a snake_case key (the encoder refuses those)"
-                    rule = SpecRule(section: "A8", summary: "the outgoing encoder throws on a snake_case key anywhere in a payload")
+                    rule = SpecRule(.camelCase)
                 } else if let type = it.meaning?.type, !Self.knownTypes.contains(type) {
                     message += ": '\(type)' is not a message of the protocol (PROTOCOL.md §3)"
-                    rule = nil
+                    rule = SpecRule(.clientMessage)
                 } else if k >= model.count {
                     message += " (the model never opened socket \(k + 1))"
                 } else if let failure = model[k].failure {
@@ -985,6 +1021,11 @@ public final class WireReplayer {
                 partings.append(parting(at: it.phoneRecord, socket: k, kind: .extra, what: it.key, rule: rule, clientTime: it.time, modelTime: nil,
                                         message: message, dependsOn: nil))
             }
+        }
+        for (k, n) in unopened {
+            // Said once, with the extra open of that socket.
+            guard let i = partings.firstIndex(where: { $0.socket == k + 1 && $0.what == "open" && $0.kind == .extra }) else { continue }
+            partings[i].message += "; your client sent or closed \(n) more on it"
         }
         for (k, n) in folded {
             // Said once, with the parting about the model's close of that socket.
@@ -998,7 +1039,7 @@ public final class WireReplayer {
     }
 
     private static let closeCodeRule = SpecRule(section: "D", summary: "the phone closes its sockets with 1001, going away (PROTOCOL.md §1)")
-    private static let openRule = SpecRule(section: "A4", summary: "only wss; upgrade headers Authorization, X-Device-ID, X-Token-Binding, X-Client-Type, X-Target-Desktop-Device-ID")
+    private static let openRule = SpecRule(.upgradeHeaders)
 
     /// The A4 shape of an upgrade: path (and scheme when the client's URL is absolute), and the five A4
     /// headers (the bearer's token left out: a refreshed JWT is not on the wire; the token binding
@@ -1031,7 +1072,7 @@ public final class WireReplayer {
     }
 
     private static func bearerShape(_ v: String) -> String {
-        v.hasPrefix("Bearer ") && v.count > 7 ? "Bearer " + ClientFrameMeaning.varyingMarker : v
+        v.hasPrefix("Bearer ") && v.count > 7 ? "Bearer " + FrameMeaning.volatileMarker : v
     }
 
     /// How a paired model item and client item differ in content, if they do.
@@ -1042,7 +1083,7 @@ public final class WireReplayer {
             let theirs = real.closeCode.map { "with \($0)" } ?? "with an empty close frame (no code)"
             return ("your client closed socket \(item.socket + 1) \(theirs); the model closes it with \(code)", [])
         }
-        guard let mine = item.meaning?.normalized.map({ redactor.redact(json: $0) }), let theirs = real.meaning?.normalized else { return nil }
+        guard let mine = item.meaning.map({ redactor.redact(json: $0.content) }), let theirs = real.meaning?.content else { return nil }
         if mine.canonicallyEquals(theirs) { return nil }
         let lines = JSONDiff.differences(mine, theirs).map(Self.sides)
         return ("your client's \(Self.name(item.key)) at \(seconds(real.time)) differs from the model's (at \(seconds(item.intended)))", lines)
@@ -1098,25 +1139,66 @@ public final class WireReplayer {
         }
     }
 
+    /// The rule of a timing or a missing act: the timer that made the model act (its `relaytrace check`
+    /// rule when it has one), else the message's.
     private func rule(for key: String, _ cause: Cause) -> SpecRule? {
-        if let timer = cause.timer, let r = SpecRule.rule(named: Self.timerName(timer)) { return r }
+        if let timer = cause.timer {
+            if let r = Self.timerRules[Self.timerName(timer)] { return SpecRule(r) }
+            if let r = SpecRule.rule(named: Self.timerName(timer)) { return r }
+        }
         if key == Self.closeKey { return Self.closeCodeRule }
-        if key.hasPrefix(RelayMessage.TypeName.rpcRequest), cause.text == "registered" || cause.text == "resumed" {
-            return SpecRule(section: "A8", summary: "calls made before registration go out once registered")
+        if cause.text == "registered" || cause.text == "resumed" {
+            if key.hasPrefix(RelayMessage.TypeName.rpcRequest) {
+                return SpecRule(section: "A8", summary: "calls made before registration go out once registered")
+            }
+            if key.hasSuffix(EventNames.chatTimelineInterest) { return SpecRule(.leaseReissue) }
         }
         return Self.keyRule(key)
     }
 
+    /// The rule of a content parting: by what differs (`traceparent`: A8.traceparent, the resume
+    /// credentials: A7.resume, ...), else the message's.
+    private func contentRule(for key: String, _ cause: Cause, _ differences: [String]) -> SpecRule? {
+        func differs(_ member: String) -> Bool { differences.contains { $0.contains(member) } }
+        if key == RelayMessage.TypeName.register {
+            if case .reRegister? = cause.timer { return SpecRule(.reRegister) }
+            return SpecRule(differs("resumeToken") || differs("relaySessionId") ? .resumeCredentials : .register)
+        }
+        if key.hasPrefix(RelayMessage.TypeName.rpcRequest) {
+            if differs("traceparent") { return SpecRule(.traceparent) }
+            if differs("idempotencyKey") { return SpecRule(.idempotencyKey) }
+        }
+        if key.hasSuffix(EventNames.chatTimelineInterest) { return SpecRule(.leaseMessage) }
+        return rule(for: key, cause)
+    }
+
+    /// The `relaytrace check` rules of the model's timers.
+    private static let timerRules: [String: CheckRule] = [
+        "heartbeat": .heartbeat, "handshake": .handshake, "watchdog": .watchdog, "reRegister": .reRegister,
+        "rpcTimeout": .timeout, "interest.renewal": .leaseRenewal,
+    ]
+
+    /// The rule of a request the model refuses before sending it.
+    private static func refusalRule(_ failure: CallFailure) -> SpecRule {
+        switch failure {
+        case .unknownMethod: SpecRule(.knownMethod)
+        case .missingIdempotencyKey: SpecRule(.idempotencyKey)
+        case .snakeCaseKey: SpecRule(.camelCase)
+        case .duplicateRequestId: SpecRule(.requestId)
+        default: SpecRule(section: "A8", summary: "the client rejects an unknown method, a mutation without a key, a snake_case key before anything is sent")
+        }
+    }
+
     private static func keyRule(_ key: String) -> SpecRule? {
         switch key {
-        case "register": SpecRule(section: "A6/A7", summary: "register after the upgrade (1.6 form, stored session and token)")
-        case "heartbeat": SpecRule(section: "A6", summary: "heartbeat every 5 s after registration")
+        case "register": SpecRule(.register)
+        case "heartbeat": SpecRule(.heartbeat)
         case "pong": SpecRule(section: "D", summary: "a text ping is answered with pong (PROTOCOL.md §3)")
         case "close": SpecRule(section: "A5/A6", summary: "a generation is closed on failure (handshake, watchdog, timeout) or on purpose")
         case "open": openRule
         default:
             if key.hasPrefix(RelayMessage.TypeName.rpcRequest) { SpecRule(section: "A8", summary: "requests, keys, traceparent, timeouts") }
-            else if key.hasSuffix(EventNames.chatTimelineInterest) { SpecRule(section: "A11", summary: "timeline interest renewed every 20 s, re-issued after registration") }
+            else if key.hasSuffix(EventNames.chatTimelineInterest) { SpecRule(.leaseRenewal) }
             else { nil }
         }
     }

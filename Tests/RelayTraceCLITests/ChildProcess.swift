@@ -92,9 +92,13 @@ final class Child {
     /// Its standard input: closed when the child is stopped, so a child reading it sees EOF.
     private let stdin = Pipe()
 
-    init(_ executable: String, _ arguments: [String]) throws {
+    /// Starts `executable` with `arguments`; `environment` adds to (or overrides) this process's.
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err

@@ -10,7 +10,7 @@ import Trace
 /// script (or is not run) fails the test, as does one that fails.
 private let expectedChecks = [
     "register", "resume", "invalid-resume", "heartbeat", "text-ping", "snake-case", "unknown-type", "invalid-json",
-    "rpc", "rpc-fragmented", "rpc-before-register", "binary-ignored", "event-replay", "ws-ping", "too-big", "close-1000", "close-4001", "replaced-by-same-device", "double-register",
+    "rpc", "rpc-fragmented", "rpc-before-register", "binary-ignored", "event-replay", "offline-desktop", "ws-ping", "too-big", "close-1000", "close-4001", "replaced-by-same-device", "double-register",
     "missing-bearer", "wrong-binding", "wrong-path", "tls-untrusted",
 ]
 
@@ -39,13 +39,14 @@ struct RelayInteropTests {
         let python = try #require(interopPython)
         let certificate = tls ? try ThrowAwayCertificate() : nil
         defer { certificate?.remove() }
+        let offline = "0ff11e00-dead-4bad-8bad-000000000001"
         let relayRecording = tempPath("rtrace"), proxyRecording = tempPath("rtrace")
         defer {
             unlink(relayRecording)
             unlink(proxyRecording)
         }
         let binary = productsDirectory().appendingPathComponent("relaytrace").path
-        var relayArguments = ["relay", "--listen", "127.0.0.1:0", "--for", "60s", "--record", relayRecording]
+        var relayArguments = ["relay", "--listen", "127.0.0.1:0", "--for", "60s", "--record", relayRecording, "--offline", offline]
         if let certificate { relayArguments += ["--tls-cert", certificate.certificateFile, "--tls-key", certificate.keyFile] }
         let relay = try Child(binary, relayArguments)
         defer { relay.kill() }
@@ -78,7 +79,7 @@ struct RelayInteropTests {
             url = String(line.dropFirst("proxy on ".count).prefix { $0 != " " })
         }
 
-        var checkArguments = [packageRoot.appendingPathComponent("tools/interop/relay_client_checks.py").path, url]
+        var checkArguments = [packageRoot.appendingPathComponent("tools/interop/relay_client_checks.py").path, url, "--offline-desktop", offline]
         if let certificate { checkArguments += ["--ca-file", certificate.certificateFile] }
         let checks = try Child(python, checkArguments)
         defer { checks.kill() }
@@ -227,10 +228,85 @@ struct RelayInteropTests {
                 #expect(recorded.last?.kind == .transportClosed)
                 if socket == 1 { #expect(recorded.contains { $0.kind == .pong && $0.direction == .inbound && $0.payload == Array("wire-1".utf8) }) }
             }
+            // Every inspect command reads the wire trace.
+            for args in [["info", file], ["frames", file, "--format", "jsonl"], ["frames", file, "--format", "table"], ["show", file, "3"],
+                         ["stats", file, "--format", "json"], ["timeline", file], ["diff", file, file], ["lint", file]] {
+                let r = try relaytrace(args)
+                #expect(r.status == 0, "relaytrace \(args.joined(separator: " ")): \(r.stderr)")
+            }
+            for format in ["pcapng", "har", "jsonl", "chrome-trace"] {
+                let out = tempPath(format)
+                defer { unlink(out) }
+                let r = try relaytrace(["export", file, "--format", format, "-o", out])
+                #expect(r.status == 0 && ((try? FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) ?? 0) > 0, "export \(format): \(r.stderr)")
+                if format == "pcapng", let tshark = which("tshark") {
+                    // Wireshark's websocket dissector sees the socket's ping and pong (opcodes 9 and 10).
+                    let t = try runProcess(tshark, ["-r", out, "-Y", "websocket.opcode == 9 || websocket.opcode == 10", "-T", "fields", "-e", "websocket.opcode"])
+                    #expect(t.stdout.split(separator: "\n").sorted() == ["10", "9"], "tshark: \(t.stdout)\(t.stderr)")
+                }
+            }
+            let redacted = tempPath("rtrace")
+            defer { unlink(redacted) }
+            #expect(try relaytrace(["redact", file, redacted]).status == 0)
+            #expect(try relaytrace(["verify", redacted]).status == 0)
             let open = try #require(records.first { $0.kind == .transportOpen })
             let headers = try JSONValue(parsing: open.payload)
             #expect(headers["clientType"]?.stringValue == "mobile" && headers["deviceId"] != nil && headers["desktopId"] != nil)
             #expect(headers["headers"]?["Authorization"]?.stringValue?.hasPrefix("Bearer rt:redacted:") == true, "\(source): the bearer is redacted")
+        }
+    }
+
+    /// The steps of tools/interop/device_link_peers.py, in order.
+    static let linkSteps = ["desktop-makes-code", "wrong-account", "phone-links", "code-used-once", "rpc-through-relay",
+                            "events-both-ways", "relay-code"]
+
+    @Test("a python desktop and phone link by code through the relay; the relay's own code and its PNG QR agree",
+          .timeLimit(.minutes(2)))
+    func pythonPeersLinkByCode() throws {
+        let python = try #require(interopPython)
+        let zbarimg = try #require(["/usr/bin/zbarimg", "/bin/zbarimg"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                   "zbarimg (Debian zbar-tools) is missing: run tools/setup.sh")
+        let png = FileManager.default.temporaryDirectory.appendingPathComponent("relaytrace-link-\(getpid())-\(UUID().uuidString).png").path
+        defer { try? FileManager.default.removeItem(atPath: png) }
+        let relay = try Child(productsDirectory().appendingPathComponent("relaytrace").path,
+                              ["relay", "--listen", "127.0.0.1:0", "--for", "60s", "--link-qr", png])
+        defer { relay.kill() }
+        guard let first = relay.stdout.firstLine(within: startTimeout), first.hasPrefix("listening on ws://127.0.0.1:") else {
+            _ = relay.terminate(within: stopTimeout)
+            Issue.record("no 'listening on' line; stdout: \(relay.stdout.text) stderr: \(relay.stderr.text)")
+            return
+        }
+        let url = String(first.dropFirst("listening on ".count))
+        // The relay's link desktop shows its code (and the QR in half blocks), and wrote the PNG.
+        var code: String?
+        let deadline = DispatchTime.now() + startTimeout
+        while code == nil, DispatchTime.now() < deadline {
+            let text = relay.stdout.text
+            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("link code ") && $0.contains("wrote") == false }),
+               text.contains("wrote the link QR (PNG) to \(png)") {
+                code = String(line.split(separator: " ")[2])
+            } else {
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+        }
+        let printed = try #require(code, "no link code printed: \(relay.stdout.text)")
+        #expect(relay.stdout.text.contains("any account"))
+        #expect(relay.stdout.text.contains("▀") && relay.stdout.text.contains("█"), "the QR in half blocks")
+        let decoded = try runProcess(zbarimg, ["--quiet", "--raw", png])
+        #expect(decoded.status == 0, "zbarimg: \(decoded.stderr)")
+        #expect(decoded.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "relaytrace://link?code=\(printed)")
+
+        let peers = try Child(python, [packageRoot.appendingPathComponent("tools/interop/device_link_peers.py").path, url, "--relay-code", printed])
+        defer { peers.kill() }
+        let status = peers.waitForExit(within: checksTimeout)
+        _ = relay.terminate(within: stopTimeout)
+        let report = "python: \(peers.stdout.text)\(peers.stderr.text)\n--- relay\n\(relay.stdout.text)"
+        let lines = peers.stdout.text.split(separator: "\n").compactMap { try? JSONValue(parsing: String($0)) }
+        #expect(lines.compactMap { $0["check"]?.stringValue } == Self.linkSteps, "\(report)")
+        #expect(lines.allSatisfy { $0["ok"]?.boolValue == true }, "\(report)")
+        #expect(status == 0, "\(report)")
+        for needle in ["refused: user ", "refused: already used", "linked phone ", "with code \(printed)"] {
+            #expect(relay.stdout.text.contains(needle), "the relay log has no \"\(needle)\"\n\(report)")
         }
     }
 }
@@ -241,4 +317,71 @@ func readAllRecords(_ path: String) throws -> [TraceRecord] {
     var out: [TraceRecord] = []
     while let e = try reader.next() { out.append(e.record) }
     return out
+}
+
+/// An unsigned development JWT with `sub` (what the relay reads; no device_id or tbh claims to match).
+private func developmentJWT(sub: String) -> String {
+    func b64url(_ s: String) -> String {
+        Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+    return b64url(#"{"alg":"none"}"#) + "." + b64url(#"{"sub":"\#(sub)"}"#) + ".dev"
+}
+
+/// `relaytrace capture --url ws://...` against `relaytrace relay` on loopback, and what it says when it
+/// cannot: a usage error (64) for a plain URL without --plain, 74 when no connection ever opened.
+@Suite("relaytrace capture --url")
+struct CaptureURLTests {
+    @Test func aPlainURLWithoutPlainIsAUsageErrorNamingTheFlag() throws {
+        let r = try relaytrace(["capture", "--url", "ws://127.0.0.1:1/ws/device-link", "--jwt", developmentJWT(sub: "u"), "-o", "/tmp/never.rtrace"])
+        #expect(r.status == 64, "\(r)")
+        #expect(r.stderr.contains("add --plain"), "\(r.stderr)")
+        #expect(r.stderr.contains("Usage: relaytrace capture"))
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/never.rtrace"))
+        let remote = try relaytrace(["capture", "--url", "ws://relay.example/ws/device-link", "--plain", "--jwt", "x"])
+        #expect(remote.status == 64, "plain ws only to a loopback host: \(remote)")
+        let link = try relaytrace(["capture", "--url", "ws://127.0.0.1:1/ws/device-link", "--plain", "--jwt", "x", "--scenario", "link"])
+        #expect(link.status == 64 && link.stderr.contains("--link-code"), "\(link)")
+    }
+
+    @Test func aCaptureWhoseEveryConnectionFailedSaysSoAndExits74() throws {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("refused-\(UUID().uuidString).rtrace").path
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let r = try relaytrace(["capture", "--url", "ws://127.0.0.1:1/ws/device-link", "--plain", "--jwt", developmentJWT(sub: "u"),
+                                "--scenario", "lease", "--duration", "2s", "-o", out])
+        #expect(r.status == 74, "\(r)")
+        #expect(r.stderr.contains("no connection succeeded"), "\(r.stderr)")
+        #expect(r.stdout.contains("sockets opened 0 of "), "\(r.stdout)")
+        // Nothing recorded is lost: the failures are in the trace, which replays.
+        #expect(try relaytrace(["replay", out]).status == 0)
+    }
+
+    @Test("a live link capture over ws to relaytrace relay replays strictly", .timeLimit(.minutes(1)))
+    func aLinkCaptureAgainstTheRelayReplaysStrictly() throws {
+        let relay = try Child(productsDirectory().appendingPathComponent("relaytrace").path, ["relay", "--listen", "127.0.0.1:0", "--for", "40s"])
+        defer { relay.kill() }
+        guard let first = relay.stdout.firstLine(within: startTimeout), first.hasPrefix("listening on ws://127.0.0.1:") else {
+            Issue.record("no 'listening on' line: \(relay.stdout.text) \(relay.stderr.text)")
+            return
+        }
+        let url = String(first.dropFirst("listening on ".count))
+        var code: String?
+        for _ in 0..<200 where code == nil {
+            code = relay.stdout.text.split(separator: "\n").first { $0.hasPrefix("link code ") }.map { String($0.split(separator: " ")[2]) }
+            if code == nil { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        let printed = try #require(code)
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("link-\(UUID().uuidString).rtrace").path
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let r = try relaytrace(["capture", "--url", url, "--plain", "--jwt", developmentJWT(sub: "auth0|cli-\(getpid())"),
+                                "--scenario", "link", "--link-code", printed.lowercased(), "--duration", "6s", "-o", out])
+        #expect(r.status == 0, "\(r)\n--- relay\n\(relay.stdout.text)")
+        #expect(r.stdout.contains("linked 1"), "\(r.stdout)")
+        let replay = try relaytrace(["replay", out])
+        #expect(replay.status == 0, "\(replay)")
+        let frames = try relaytrace(["frames", out, "--type", "link.redeem,link.accepted,register", "--format", "jsonl"])
+        #expect(frames.stdout.split(separator: "\n").count == 4, "two redeems, one accepted, one register: \(frames.stdout)")
+        _ = relay.terminate(within: stopTimeout)
+        #expect(relay.stdout.text.contains("with code \(printed)"))
+    }
 }

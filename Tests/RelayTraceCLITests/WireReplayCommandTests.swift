@@ -62,15 +62,22 @@ struct WireReplayCommandTests {
         let parting = try #require(json["partings"]?[0])
         #expect(parting["record"]?.intValue == Int64(heartbeat), "\(parted.stdout)")
         #expect(parting["kind"] == "timing" && parting["what"] == "heartbeat")
-        #expect(parting["rule"]?["section"] == "A6")
+        #expect(parting["rule"]?["section"] == "A6" && parting["rule"]?["id"] == "A6.heartbeat")
         let message = parting["message"]?.stringValue ?? ""
         #expect(message.hasPrefix("your client sent its heartbeat at ") && message.contains(" after registered; the model sends it at ")
                 && message.hasSuffix("5.000 s after registered"), "\(message)")
         let client = Double(parting["clientTimeNs"]?.intValue ?? 0), model = Double(parting["modelTimeNs"]?.intValue ?? 0)
         #expect(abs((client - model) / 1e9 - 1) < 0.1, "about 1 s apart: \(message)")
+        // `check` on the same trace names the same rule for the same phone, at the same heartbeat.
+        let check = try relaytrace(["check", file, "--format", "json"])
+        #expect(check.status == 1, "\(check.stdout)\(check.stderr)")
+        let findings = try JSONValue(parsing: check.stdout)["findings"]?.arrayValue ?? []
+        let heartbeatFinding = try #require(findings.first { $0["rule"] == "A6.heartbeat" }, "\(check.stdout)")
+        #expect(heartbeatFinding["device"]?.stringValue?.lowercased() == Self.slow.lowercased())
+        #expect(heartbeatFinding["records"]?.arrayValue?.contains(.int(Int64(heartbeat))) == true, "\(heartbeatFinding)")
         let text = try relaytrace(["replay", file, "--device", Self.slow])
         #expect(text.status == 1)
-        #expect(text.stdout.contains("parting at record #\(heartbeat)") && text.stdout.contains("rule:     SPEC A6: heartbeat every 5 s after registration"), "\(text.stdout)")
+        #expect(text.stdout.contains("parting at record #\(heartbeat)") && text.stdout.contains("rule:     SPEC A6.heartbeat: heartbeat every 5 s after registration"), "\(text.stdout)")
 
         // The same trace against a model with the client's 6 s heartbeat (a what-if): they agree.
         let changed = try relaytrace(["replay", file, "--device", Self.slow, "--set", "heartbeatInterval=6s"])
@@ -99,17 +106,18 @@ struct WireReplayCommandTests {
         let header = TraceHeader(seed: 0, wallClockStart: "2026-12-01T10:00:00Z", simulated: false, client: .object([:]),
                                  extra: ["wire": ["source": "relay"]])
         let writer = try TraceWriter(path: file, header: header)
-        let open: JSONValue = ["url": "/ws/device-link", "headers": ["X-Device-ID": "d-1", "X-Client-Type": "mobile"], "headerOrder": ["X-Device-ID", "X-Client-Type"], "deviceId": "d-1"]
+        let open: JSONValue = ["url": "/ws/device-link", "headers": ["X-Device-ID": "d-1", "X-Client-Type": "mobile", "X-Target-Desktop-Device-ID": "desk-1"],
+                               "headerOrder": ["X-Device-ID", "X-Client-Type", "X-Target-Desktop-Device-ID"], "deviceId": "d-1"]
         writer.append(TraceRecord(kind: .transportOpen, time: .zero, generation: 1, direction: .outbound, payload: open.serialized()))
         _ = try writer.close()
         for extra in [["--step"], ["--until", "1s"], ["--what-if"], ["--break", "record=1"], ["--perturb", "1"], ["--tolerance", "soon"]] {
             let r = try relaytrace(["replay", file] + extra)
             #expect(r.status == 64, "\(extra): \(r.stderr)")
         }
-        // Its upgrade lacks three of the A4 headers: exit 1, the differences listed.
+        // Its upgrade lacks two of the A4 headers: exit 1, the differences listed.
         let parted = try relaytrace(["replay", file, "--tolerance", "500ms", "--all"])
         #expect(parted.status == 1, "\(parted.stdout)\(parted.stderr)")
-        #expect(parted.stdout.contains("tolerance 500 ms") && parted.stdout.contains("rule:     SPEC A4"), "\(parted.stdout)")
+        #expect(parted.stdout.contains("tolerance 500 ms") && parted.stdout.contains("rule:     SPEC A4.headers"), "\(parted.stdout)")
         #expect(parted.stdout.contains("$.headers.X-Token-Binding: the model \"rt:redacted:") && parted.stdout.contains("your client null"), "\(parted.stdout)")
     }
 }

@@ -13,6 +13,10 @@ another (so the relay or proxy accepts them in this order: generations 1, 2, 3):
   2. resume with the session and token of socket 1, one RPC, then it closes with 4001 "second";
   3. register, then a second register on the same socket: the relay closes it (1008).
 
+With --variant the script departs from itself on purpose (for `relaytrace relay --replay` tests):
+`different-method` calls session.get instead of session.list on socket 1; `stale-token` resumes socket 2
+with a token one character off.
+
 Every message it sends or receives is printed as one JSON line, in order:
 
   {"socket": 1, "dir": "out", "kind": "text", "text": "{...}"}
@@ -70,11 +74,12 @@ class Script:
         self.device_id = (args.device_id or str(uuid.uuid4())).lower()
         self.desktop_id = args.desktop_id
         self.user = args.user
-        self.binding = f"binding-{self.device_id}"
+        self.binding = self.device_id  # SPEC A4: X-Token-Binding is the device ID
         self.ssl = None
         if self.url.startswith("wss:"):
             self.ssl = ssl.create_default_context(cafile=args.ca_file) if args.ca_file else ssl.create_default_context()
         self.t = Transcript()
+        self.variant = args.variant
         self.trace_id = uuid.uuid4().hex
 
     def connect(self):
@@ -145,7 +150,10 @@ class Script:
             await self.send(ws, 1, '{"type":"heartbeat","payload":{}}')
             await self.recv_until(ws, 1, ("pong",))
             await self.call(ws, 1, "system.ping")
-            await self.call(ws, 1, "session.list", {"projectDirectory": "/tmp/wire"})
+            if self.variant == "different-method":
+                await self.call(ws, 1, "session.get", {"sessionId": "sess-sim-1"})
+            else:
+                await self.call(ws, 1, "session.list", {"projectDirectory": "/tmp/wire"})
             await self.send(ws, 1, '{"type":"ping"}')
             await self.recv_until(ws, 1, ("pong",))
             self.t.add(1, "out", "ping", hex=b"wire-1".hex())
@@ -154,9 +162,14 @@ class Script:
             await self.send(ws, 1, bytes([0, 1, 2, 3]) + b"binary from a phone")
             await self.close(ws, 1, 1000, "bye")
         # Socket 2: resume, one call, a close with an application code.
+        if self.variant == "stale-token":
+            token = token[:-1] + ("A" if token[-1] != "A" else "B")
         async with self.connect() as ws:
             await self.send(ws, 2, self.register(session_id, token))
-            await self.recv_until(ws, 2, ("resumed",))
+            answer = await self.recv_until(ws, 2, ("resumed", "error"))
+            if answer.get("type") == "error":
+                await self.close(ws, 2, 1000, "refused")
+                return
             await self.call(ws, 2, "system.ping")
             await self.close(ws, 2, 4001, "second")
         # Socket 3: a second register on one socket makes the relay close it.
@@ -184,6 +197,7 @@ def main():
     p.add_argument("--desktop-id", default="9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4")
     p.add_argument("--user", default="user-dev")
     p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--variant", choices=["different-method", "stale-token"])
     args = p.parse_args()
     try:
         asyncio.run(asyncio.wait_for(Script(args).run(), 60))
