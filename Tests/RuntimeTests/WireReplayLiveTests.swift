@@ -15,7 +15,7 @@ import WireRecording
 /// development relay (a wire trace: no inputs, no actions), then replayed into the model: the model must
 /// do what the live client (the same machine on the real clock) did.
 @Suite struct WireReplayLiveTests {
-    @Test("a wire trace of the model's own client, recorded through the proxy, replays into the model with no parting", .timeLimit(.minutes(1)))
+    @Test("a wire trace of the model's own client, recorded through the proxy, replays into the model with no parting", .timeLimit(.minutes(3)))
     func theModelsOwnClientThroughTheProxyAgreesWithTheModel() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("wire-live-\(getpid())-\(UUID().uuidString).rtrace").path
         defer { unlink(path) }
