@@ -31,7 +31,8 @@ public struct FrameMeaning: Sendable, Hashable, CustomStringConvertible {
     /// The message type (`register`, `rpc.request`, ...); nil for a binary frame or a text frame that is
     /// not a JSON object with a string `type`.
     public var type: String?
-    /// The content that must match, with the volatile values removed (canonical JSON text).
+    /// The content that must match: the message with the volatile values removed (``Comparison/live``)
+    /// or marked (``Comparison/model``), compared canonically.
     public var content: JSONValue
 
     /// What a volatile member's value becomes in the ``Comparison/model`` comparison.
