@@ -31,6 +31,29 @@ func finishOutput(_ out: Output, _ path: String, _ ctx: CLIContext) -> ExitCode 
     return .success
 }
 
+/// The `--since/--until` options of the commands that read a window of a trace.
+let windowOptions = [
+    OptionSpec(long: "since", valueName: "time", help: "Only records at or after this time (seconds or 1m30s, 250ms); the first chunk is found through the index."),
+    OptionSpec(long: "until", valueName: "time", help: "Only records at or before this time; reading stops after the last chunk that can hold one."),
+]
+
+/// The window `--since/--until` ask for (usage errors name the command).
+func window(_ args: ParsedArguments, _ command: String) throws(UsageError) -> (since: Moment?, until: Moment?) {
+    let path = ["relaytrace", command]
+    var since: Moment?
+    var until: Moment?
+    do throws(FilterError) {
+        if let s = args.value("since") { since = try FrameFilter.time(s, option: "--since") }
+        if let u = args.value("until") { until = try FrameFilter.time(u, option: "--until") }
+    } catch {
+        throw UsageError(message: error.message, commandPath: path)
+    }
+    if let since, let until, until < since {
+        throw UsageError(message: "--until (\(until)) is before --since (\(since))", commandPath: path)
+    }
+    return (since, until)
+}
+
 /// Reports a read error after partial output.
 func readFailure(_ e: TraceError, _ ctx: CLIContext) -> ExitCode {
     ctx.stdout.flush()
@@ -118,14 +141,25 @@ enum StatsCommand {
         abstract: "Counts, bytes, RPC latencies, generations, reconnects, leases and heartbeat jitter of a trace.",
         discussion: "Counts and bytes per record kind, message type and event type; RPC latency p50/p90/p99/max per method; per generation: open, registered, closed and why, duration; reconnects; lease renewals, late renewals (> 25 s) and gaps (> 40 s); heartbeat spacing and jitter (standard deviation). Exits 65 on a damaged trace after printing the figures of what could be read.",
         arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
-        options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")],
+        options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")] + windowOptions,
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let w: (since: Moment?, until: Moment?)
+        do { w = try window(args, "stats") } catch { return RelayTraceCommand.usageError(error, ctx) }
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         var stats = TraceStats()
-        let error = readAll(reader, label: "stats") { stats.add($0); return true }
+        let error: TraceError?
+        if RelayTraceCommand.scanWorkers == 0 {
+            error = readAll(reader, label: "stats", since: w.since, until: w.until) { stats.add($0); return true }
+        } else {
+            let progress = Progress("stats", totalBytes: reader.source.size)
+            (stats, error) = TraceStats.read(reader, since: w.since, until: w.until, workers: RelayTraceCommand.scanWorkers) {
+                progress.report(records: $0, bytes: reader.statistics.bytesRead)
+            }
+            progress.done()
+        }
         if args.value("format") == "json" { ctx.stdout.line(stats.json.prettyText()) } else { ctx.stdout.write(stats.text) }
         if let error { return readFailure(error, ctx) }
         return .success
@@ -142,18 +176,20 @@ enum TimelineCommand {
             OptionSpec(long: "html", valueName: "out", help: "Write the HTML page to this file instead of drawing ASCII."),
             OptionSpec(long: "width", valueName: "columns", help: "Width of the ASCII picture.", defaultValue: "100"),
             OptionSpec(long: "strict", help: "Exit 1 when a check fails."),
-        ],
+        ] + windowOptions,
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         guard let width = Int(args.value("width") ?? ""), (40...1000).contains(width) else {
             return RelayTraceCommand.usageError(UsageError(message: "--width must be a number of columns from 40 to 1000", commandPath: ["relaytrace", "timeline"]), ctx)
         }
+        let w: (since: Moment?, until: Moment?)
+        do { w = try window(args, "timeline") } catch { return RelayTraceCommand.usageError(error, ctx) }
         let path = args.positionals["file"] ?? ""
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(path, ctx) } catch { return error }
         var t = Timeline()
-        let error = readAll(reader, label: "timeline") { t.add($0); return true }
+        let error = readAll(reader, label: "timeline", since: w.since, until: w.until) { t.add($0); return true }
         t.finish()
         if let out = args.value("html") {
             guard let o = openOutput(out, ctx) else { return .ioError }
@@ -216,7 +252,7 @@ enum ExportCommand {
         options: [
             OptionSpec(long: "format", valueName: "format", help: "pcapng, har, jsonl or chrome-trace.", allowed: ["pcapng", "har", "jsonl", "chrome-trace"]),
             OptionSpec(long: "output", short: "o", valueName: "out", help: "The output file ('-' for stdout)."),
-        ],
+        ] + windowOptions,
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
@@ -227,6 +263,8 @@ enum ExportCommand {
         guard let outPath = args.value("output") else {
             return RelayTraceCommand.usageError(UsageError(message: "Missing expected option '-o <out>'", commandPath: path), ctx)
         }
+        let w: (since: Moment?, until: Moment?)
+        do { w = try window(args, "export") } catch { return RelayTraceCommand.usageError(error, ctx) }
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         guard let out = openOutput(outPath, ctx) else { return .ioError }
@@ -236,22 +274,22 @@ enum ExportCommand {
         switch format {
         case "pcapng":
             var x = PcapngExporter(wallClockStartNs: start) { out.write(bytes: $0) }
-            error = readAll(reader, label: "export") { x.add($0); return !out.isBroken }
+            error = readAll(reader, label: "export", since: w.since, until: w.until) { x.add($0); return !out.isBroken }
             count = x.packets
         case "har":
             var x = HARExporter(wallClockStartNs: start)
-            error = readAll(reader, label: "export") { x.add($0); return true }
+            error = readAll(reader, label: "export", since: w.since, until: w.until) { x.add($0); return true }
             let doc = x.finish()
             count = doc["log"]?["entries"]?.arrayValue?.count ?? 0
             out.write(doc.prettyText())
             out.write("\n")
         case "chrome-trace":
             var x = ChromeTraceExporter { out.write(bytes: $0) }
-            error = readAll(reader, label: "export") { x.add($0); count += 1; return !out.isBroken }
+            error = readAll(reader, label: "export", since: w.since, until: w.until) { x.add($0); count += 1; return !out.isBroken }
             x.finish()
         default:
             var c = RpcCorrelator()
-            error = readAll(reader, label: "export") { r in
+            error = readAll(reader, label: "export", since: w.since, until: w.until) { r in
                 var rec = r
                 c.correlate(&rec)
                 out.write(bytes: rec.jsonLine.serialized())
