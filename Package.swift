@@ -92,7 +92,7 @@ let package = Package(
         // wire); stated from the SPEC, never from the client machine (no dependency on RelayClient).
         .target(name: "SpecCheck", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Strict replay, stepping, checkpoints, divergence reports.
-        .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol", "WireReplay", "SpecCheck"], swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
         .target(name: "Runtime", dependencies: ["Net", "WebSocket", "WireRecording", "WireReplay", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
@@ -124,7 +124,7 @@ let package = Package(
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "ViewerTests", dependencies: ["Viewer", "Inspect", "Trace", "RelayProtocol", "Net"], swiftSettings: strict),
-        .testTarget(name: "RuntimeTests", dependencies: ["Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "RuntimeTests", dependencies: ["Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "Proxy", "WireRecording"], swiftSettings: strict),
         .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "Net", "WebSocket", "Runtime", "WireRecording", "WireReplay"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay", "OfflineQueue", "Replay"], swiftSettings: strict),

@@ -15,6 +15,10 @@ public struct ClientTuning: Sendable, Hashable {
     public var recoveryWindow: Duration = ClientConstants.recoveryWindow
     /// A9: from returning to the foreground to recovery.
     public var foregroundRecoveryDelay: Duration = ClientConstants.foregroundRecoveryDelay
+    /// The reconnect ladder (not a SPEC 1.6 rule: our pre-1.6 choice, ``ClientConstants/reconnectDelays``):
+    /// the delay before reconnect attempt n is the n-th entry (the last repeats), jittered by ±15 %. A
+    /// wire replay sets one tiny step so that the model reconnects when the recorded client did.
+    public var reconnectDelays: [Duration] = ClientConstants.reconnectDelays
 
     /// The SPEC's timing.
     public static let spec = ClientTuning()

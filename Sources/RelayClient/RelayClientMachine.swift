@@ -321,7 +321,7 @@ public struct RelayClientMachine: Sendable {
 
     mutating func scheduleReconnect() {
         reconnectAttempt += 1
-        let ladder = ClientConstants.reconnectDelays
+        let ladder = tuning.reconnectDelays.isEmpty ? ClientConstants.reconnectDelays : tuning.reconnectDelays
         let base = ladder[min(reconnectAttempt - 1, ladder.count - 1)]
         if base == .zero {
             openNextGeneration()

@@ -35,6 +35,17 @@ enum ReplayCommand {
             rpc.response, pong) delivered after its recorded latency once the client sends what it answers \
             (RPC responses re-addressed to the actual request ID and trace ID). Exit 0 when every recorded \
             frame found its counterpart, 1 when some did not (they are listed).
+            A wire trace (relay --record, proxy, an in-app WireRecorder) replays into the model instead: the \
+            recorded relay side of one phone (--device ID when the trace holds several) drives the client \
+            machine on the virtual clock, its inputs inferred from the phone's own traffic (start from its \
+            upgrade headers, calls from its rpc.requests, lease claims from its chat:timeline-interest, a \
+            stop or a new start where it closed or opened a socket the model would not), and what the model \
+            sends is compared with what the phone sent: content (request IDs, trace IDs, appSessionId left \
+            out) and time within --tolerance (default 250ms). The first parting is reported (--all: every \
+            one) with the record, the SPEC rule and the client's figure against the model's. Exit 0 when \
+            they agree (or part only where an inference is involved, which the report says), 1 when they \
+            part, 65 for a damaged trace, 64 for a usage error (several phones and no --device). Wire \
+            traces take --device, --tolerance, --all, --set, --format and --allow-incomplete.
             --perturb SEED or A..B replays the trace once per seed with seeded faults (relay channel: drop, \
             duplicate, reorder, delay an inbound frame, kill the socket at frame N; watch channel: drop, \
             duplicate, reorder, delay a datagram, relaunch the watch app) and checks the channel's invariants \
@@ -55,6 +66,9 @@ enum ReplayCommand {
             OptionSpec(long: "format", valueName: "format", help: "Output format of the result (not with --step or --perturb): text or json.", allowed: ["text", "json"], defaultValue: "text"),
             OptionSpec(long: "allow-incomplete", help: "Replay a trace without index and trailer (a recorder that was killed) up to its last intact record."),
             OptionSpec(long: "what-if", help: "Run the client against the recorded peer instead: timers from the virtual clock, recorded answers matched to what the client actually sends; report frames without a counterpart."),
+            OptionSpec(long: "device", valueName: "id", help: "Wire traces: the phone to replay into the model (its X-Device-ID); default: the trace's only phone."),
+            OptionSpec(long: "tolerance", valueName: "time", help: "Wire traces: how far a message's time may lie from the model's, either way (default 250ms)."),
+            OptionSpec(long: "all", help: "Wire traces: report every parting, not only the first."),
         ],
         rules: modeRules,
         run: { args, ctx in run(args, ctx) })
@@ -85,8 +99,11 @@ enum ReplayCommand {
             return RelayTraceCommand.usageError(error, ctx)
         }
         let json = args.value("format") == "json"
-        if let source = (try? TraceReader(path: path))?.header.wireSource {
-            return wireTraceRefused(path: path, source: source, ctx)
+        if (try? TraceReader(path: path))?.header.isWireTrace == true {
+            return WireReplayCommand.run(path: path, args, json: json, ctx)
+        }
+        if let wireOnly = ["device", "tolerance"].first(where: { args.value($0) != nil }) ?? (args.flag("all") ? "all" : nil) {
+            return RelayTraceCommand.usageError(UsageError(message: "--\(wireOnly) is for wire traces (relay --record, proxy, WireRecorder); \(path) is a machine trace", commandPath: command), ctx)
         }
         if let seeds = args.value("perturb") {
             return PerturbCommand.run(path: path, seeds: seeds, shrinkTo: args.value("shrink"), force: args.flag("force"), ctx)
@@ -222,18 +239,6 @@ enum ReplayCommand {
             code = RelayTraceCommand.exitCode(for: error)
         }
         return (.object(o), code)
-    }
-
-    // MARK: Wire traces
-
-    /// `replay` on a wire trace (recorded by the relay, the proxy or an in-app recorder): it holds what
-    /// crossed the wire, not a client machine's inputs, so there is nothing to rebuild a machine from.
-    /// Says what the trace can be used for instead; exit 65.
-    static func wireTraceRefused(path: String, source: String, _ ctx: CLIContext) -> ExitCode {
-        ctx.stderr.line("Error: \(path) is a wire trace (recorded by the \(source)): it holds what crossed the wire for a client, not the inputs of RelayTrace's client machine, so strict, what-if and perturbation replay cannot run on it.")
-        ctx.stderr.line("  What works on it: relaytrace check \(path)   (the SPEC's rules observable on the wire),")
-        ctx.stderr.line("  and every inspect command: info, frames, show, stats, timeline, diff, export, lint, redact.")
-        return .dataError
     }
 
     // MARK: Watch-channel traces

@@ -1,6 +1,7 @@
 public import RelayClient
 public import RelayProtocol
 public import Trace
+public import SpecCheck
 
 /// The first place where the replayed client and the recorded one part ways.
 public struct Divergence: Sendable, Equatable, CustomStringConvertible {
@@ -85,7 +86,7 @@ public struct Divergence: Sendable, Equatable, CustomStringConvertible {
             "differences": .array(jsonDifferences.map { .string($0) }), "context": .array(context.map { .string($0) }),
         ]
         if let generation { o["generation"] = .int(Int64(bitPattern: generation)) }
-        if let rule { o["rule"] = ["section": .string(rule.section), "summary": .string(rule.summary)] }
+        if let rule { o["rule"] = rule.json }
         return .object(o)
     }
 
@@ -101,13 +102,29 @@ public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
     public var section: String
     /// The rule in a few words.
     public var summary: String
-    /// `A6 heartbeat every 5 s after registration`.
-    public var description: String { "SPEC \(section): \(summary)" }
+    /// The rule's ID in `relaytrace check` (``CheckRule``, e.g. `A6.heartbeat`), when it is one of the
+    /// SPEC's rules observable on the wire.
+    public var id: String?
+    /// `SPEC A6: heartbeat every 5 s after registration`, or with an ID `SPEC A6.heartbeat: ...`.
+    public var description: String { "SPEC \(id ?? section): \(summary)" }
 
-    /// The rule `section` (e.g. `C7`), in a few words.
-    public init(section: String, summary: String) {
+    /// The rule `section` (e.g. `C7`), in a few words, with its `relaytrace check` ID when it has one.
+    public init(section: String, summary: String, id: String? = nil) {
         self.section = section
         self.summary = summary
+        self.id = id
+    }
+
+    /// A rule of `relaytrace check`: its section, requirement and ID.
+    public init(_ rule: CheckRule) {
+        self.init(section: rule.section, summary: rule.requirement, id: rule.rawValue)
+    }
+
+    /// `{section, summary}`, and `id` when the rule has one.
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["section": .string(section), "summary": .string(summary)]
+        if let id { o["id"] = .string(id) }
+        return .object(o)
     }
 
     /// The rule a record most likely concerns.

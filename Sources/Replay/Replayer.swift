@@ -533,7 +533,10 @@ public final class Replayer {
     }
 
     /// One line for a record: time, kind, generation, direction, payload text (binary: its size).
-    public func describe(_ r: TraceRecord) -> String {
+    public func describe(_ r: TraceRecord) -> String { Self.describe(r) }
+
+    /// A record as one line (time, kind, generation, direction, payload).
+    public static func describe(_ r: TraceRecord) -> String {
         var head = "\(r.time) \(r.kind)"
         if let g = r.generation { head += " g\(g)" }
         if let d = r.direction { head += " \(d)" }

@@ -87,6 +87,12 @@ public final class WhatIfReplayer {
         case opened(Generation)
         case failed(Generation, TransportFailure)
         case perturbed(Generation, WireFrame)
+        /// A recorded socket failure after its upgrade (the connection died without a close).
+        case peerFailure(record: Int, recordedGen: UInt64, TransportFailure)
+        /// A record of the recorded client's own (an open, a frame it sent, its close), for ``clientRecordInputs``.
+        case client(record: Int)
+        /// A timer whose fire ``timerFiring`` moved to this time.
+        case heldTimer(TimerID, deadline: Moment)
     }
 
     /// Perturbation hooks (``RelayPerturbation``): the fate of every inbound frame about to be delivered,
@@ -99,6 +105,23 @@ public final class WhatIfReplayer {
     var onAction: ((ClientAction, Moment) -> Void)?
     /// A client restart (the marker's time and seed), before the fresh client's first input.
     var onRestart: ((Moment, UInt64) -> Void)?
+    /// Wire replay (``WireReplayer``): the inputs to feed at the time of each record of the recorded
+    /// client's own (a socket open, a frame it sent, its close), given the machine then. When set, those
+    /// records become events of the run; set it before ``run()``.
+    var clientRecordInputs: ((_ record: Int, _ machine: RelayClientMachine) -> [ClientInput])?
+    /// Wire replay: when a due timer fires (at once, later, or never), given the machine then.
+    var timerFiring: ((_ id: TimerID, _ deadline: Moment, _ machine: RelayClientMachine) -> TimerFiring)?
+    /// How long the run goes on after the last record's time (a wire replay: the tolerance, so that a
+    /// model timer due just after the recording stopped still fires).
+    var endSlack: Duration = .zero
+    /// Wire replay: an answer is delivered no earlier than it was recorded (the model, reacting at the
+    /// recorded times of the relay's messages, asks a little sooner than the recorded client did; the
+    /// relay's timeline stays as recorded). Off for what-if: a changed client gets answers after their
+    /// recorded latency.
+    var answersNoEarlierThanRecorded = false
+    /// Whether the records have been indexed (at the start of the run, so that hooks set after `init`
+    /// take part).
+    private var indexed = false
     /// The restart markers (record index, seed), in order.
     private let restarts: [(record: Int, seed: UInt64)]
     /// True for the life of a client after a restart: frames on sockets it never opened are the dead
@@ -144,11 +167,7 @@ public final class WhatIfReplayer {
     public init(header: TraceHeader, records: [TraceRecord], machine: RelayClientMachine? = nil) throws(ReplayError) {
         self.header = header
         self.records = records
-        restarts = records.indices.compactMap { i in
-            let r = records[i]
-            guard r.kind == .marker, r.channel == .relay, let seed = Replayer.restartSeed(r) else { return nil }
-            return (i, seed)
-        }
+        restarts = Self.restartMarkers(records)
         if let machine {
             self.machine = machine
         } else {
@@ -156,7 +175,22 @@ public final class WhatIfReplayer {
                 throw ReplayError(message: "the trace header does not describe a relay client: \(error)")
             }
         }
-        if restarts.isEmpty { index() }
+    }
+
+    /// A what-if replay of `records` with `machine` (a wire replay's: nothing is read from the header).
+    init(header: TraceHeader, records: [TraceRecord], given machine: RelayClientMachine) {
+        self.header = header
+        self.records = records
+        self.machine = machine
+        restarts = Self.restartMarkers(records)
+    }
+
+    private static func restartMarkers(_ records: [TraceRecord]) -> [(record: Int, seed: UInt64)] {
+        records.indices.compactMap { i in
+            let r = records[i]
+            guard r.kind == .marker, r.channel == .relay, let seed = Replayer.restartSeed(r) else { return nil }
+            return (i, seed)
+        }
     }
 
     /// One client's life: the records between two restarts.
@@ -167,12 +201,11 @@ public final class WhatIfReplayer {
         self.restarts = []
         self.afterRestart = earlierRequests != nil
         self.earlierRequests = earlierRequests ?? []
-        index()
     }
 
     /// Runs to the last record's time (then stops the client) and reports.
     public func run() -> WhatIfReport {
-        restarts.isEmpty ? runLife(until: records.last?.time ?? .zero) : runLives()
+        restarts.isEmpty ? runLife(until: (records.last?.time ?? .zero) + endSlack) : runLives()
     }
 
     /// Each client's life in turn, every one by its own replayer; the reports joined, with record numbers
@@ -220,6 +253,10 @@ public final class WhatIfReplayer {
     }
 
     private func runLife(until end: Moment) -> WhatIfReport {
+        if !indexed {
+            indexed = true
+            index()
+        }
         while let (t, e) = queue.pop() {
             if t > end { break }
             now = t
@@ -256,6 +293,10 @@ public final class WhatIfReplayer {
                 }
             }
             if r.kind == .transportOpen, let g = r.generation { opened.insert(g) }
+            if clientRecordInputs != nil, r.direction == .outbound,
+               [.transportOpen, .frameText, .frameBinary, .transportClosed].contains(r.kind) {
+                queue.push(.client(record: i), at: r.time)
+            }
             switch r.kind {
             case .transportOpen:
                 if let g = r.generation {
@@ -266,9 +307,13 @@ public final class WhatIfReplayer {
             case .transportOpened:
                 if let g = r.generation, let o = openAt.removeValue(forKey: g) { openOutcomes[o.slot] = (r.time - o.time, nil) }
             case .transportFailed:
-                if let g = r.generation, let o = openAt.removeValue(forKey: g), let input = try? ClientRecordCodec.decodeInput(r),
-                   case .transportFailed(_, let failure) = input {
+                guard let g = r.generation, let input = try? ClientRecordCodec.decodeInput(r),
+                      case .transportFailed(_, let failure) = input else { continue }
+                if let o = openAt.removeValue(forKey: g) {
                     openOutcomes[o.slot] = (r.time - o.time, failure)
+                } else if recordedGenerations.contains(g) {
+                    // The socket died after its upgrade, without a close: the client learns it then.
+                    queue.push(.peerFailure(record: i, recordedGen: g, failure), at: r.time)
                 }
             case .transportClosed where r.direction == .inbound:
                 if let g = r.generation, let input = try? ClientRecordCodec.decodeInput(r), case .transportClosed(_, let code, let reason) = input {
@@ -359,8 +404,30 @@ public final class WhatIfReplayer {
             feed(input)
         case .timer(let id, let deadline):
             guard timers[id] == deadline else { return }
+            if let timerFiring {
+                switch timerFiring(id, deadline, machine) {
+                case .now:
+                    break
+                case .at(let t):
+                    if t > now { return queue.push(.heldTimer(id, deadline: deadline), at: t) }
+                case .never:
+                    return  // stays armed in the machine; nothing fires it
+                }
+            }
             timers[id] = nil
             feed(.timerFired(id))
+        case .heldTimer(let id, let deadline):
+            guard timers[id] == deadline else { return }
+            timers[id] = nil
+            feed(.timerFired(id))
+        case .client(let record):
+            for input in clientRecordInputs?(record, machine) ?? [] { feed(input) }
+        case .peerFailure(let record, let recordedGen, let failure):
+            guard let g = actualGeneration(for: recordedGen) else {
+                report.unmatched.append(UnmatchedFrame(record: record, time: now, type: "failure", reason: "no socket stands for the recorded one"))
+                return
+            }
+            feed(.transportFailed(g, failure))
         case .opened(let g):
             feed(.transportOpened(g))
         case .failed(let g, let failure):
@@ -488,7 +555,8 @@ public final class WhatIfReplayer {
         for a in answers {
             consumed.insert(a.record)
             guard let text = try? a.message.encodedText() else { continue }
-            queue.push(.answer(g, .text(text)), at: now + a.delay)
+            let at = answersNoEarlierThanRecorded ? max(now + a.delay, records[a.record].time) : now + a.delay
+            queue.push(.answer(g, .text(text)), at: at)
         }
     }
 
@@ -505,6 +573,16 @@ public final class WhatIfReplayer {
         out.message = .rpcResponse(resp)
         return out
     }
+}
+
+/// When a due timer fires in a wire replay (``WhatIfReplayer/timerFiring``).
+enum TimerFiring {
+    /// At its deadline.
+    case now
+    /// Later, at this time (the recorded client acted then).
+    case at(Moment)
+    /// Not at all (it stays armed).
+    case never
 }
 
 /// What the perturbation does to one inbound frame.

@@ -9,11 +9,41 @@ public import RelayProtocol
 /// device to the recorded one), `appSessionId`, timestamps (`timestamp`, `expiresAt`,
 /// `clientTimestamp`, `sentAt`), and the device's display name. Everything else counts: the method,
 /// the params, the event and its payload, the resume token and session a `register` presents.
+///
+/// Two comparisons use it (``Comparison``): a live client against a recording (`relay --replay`, the
+/// volatile values left out) and the client model against a recorded client (`relaytrace replay` on a
+/// wire trace, their presence kept).
 public struct FrameMeaning: Sendable, Hashable, CustomStringConvertible {
+    /// What is done with the values that differ between runs.
+    public enum Comparison: Sendable, Hashable {
+        /// A live client against a recording (`relay --replay`): volatile members and request IDs are
+        /// left out, device IDs blanked.
+        case live
+        /// The client model against a recorded client (a wire replay): a volatile member's value (and a
+        /// request ID) is replaced by ``volatileMarker``, so that its presence still counts (a request
+        /// without `traceparent` differs from one with it, SPEC A8), and app state the wire cannot explain
+        /// (``appStateMembers``) is removed.
+        case model
+    }
+
     /// `register`, `heartbeat`, `rpc.request session.list`, `event chat:timeline-interest`, `binary`...
     public var kind: String
-    /// The content that must match, with the volatile values removed (canonical JSON text).
+    /// The message type (`register`, `rpc.request`, ...); nil for a binary frame or a text frame that is
+    /// not a JSON object with a string `type`.
+    public var type: String?
+    /// The content that must match: the message with the volatile values removed (``Comparison/live``)
+    /// or marked (``Comparison/model``), compared canonically.
     public var content: JSONValue
+
+    /// What a volatile member's value becomes in the ``Comparison/model`` comparison.
+    public static let volatileMarker = "<varies>"
+
+    /// App state by message type (paths of member names from the top of the message), removed in the
+    /// ``Comparison/model`` comparison: `heartbeat`'s `payload.activeSessionId` (what the UI shows).
+    public static let appStateMembers: [String: [[String]]] = ["heartbeat": [["payload", "activeSessionId"]]]
+
+    /// Whether the frame is a JSON object with a string `type`.
+    public var isMessage: Bool { type != nil }
 
     /// Member names whose values differ from run to run, anywhere in a message.
     public static let volatileMembers: Set<String> = [
@@ -29,8 +59,9 @@ public struct FrameMeaning: Sendable, Hashable, CustomStringConvertible {
 
     /// The meaning of a client frame. `deviceIds` are the device IDs to blank out (the live and
     /// recorded device of the socket); `reverse` maps values the replay served (placeholders made
-    /// realistic) back to the recorded ones before comparing.
-    public init(_ frame: WireFrame, deviceIds: Set<String> = [], reverse: [String: String] = [:]) {
+    /// realistic) back to the recorded ones before comparing; `comparison` says what becomes of the
+    /// volatile values (``Comparison/model`` uses neither `deviceIds` nor `reverse`).
+    public init(_ frame: WireFrame, deviceIds: Set<String> = [], reverse: [String: String] = [:], comparison: Comparison = .live) {
         switch frame {
         case .binary(let bytes):
             kind = "binary"
@@ -41,6 +72,7 @@ public struct FrameMeaning: Sendable, Hashable, CustomStringConvertible {
                 content = .string(text)
                 return
             }
+            self.type = type
             let inner = json["payload"]
             switch type {
             case "rpc.request":
@@ -49,6 +81,13 @@ public struct FrameMeaning: Sendable, Hashable, CustomStringConvertible {
                 kind = "event " + ((inner?["eventType"] ?? json["eventType"])?.stringValue ?? "?")
             default:
                 kind = type
+            }
+            if comparison == .model {
+                var marked = Self.mark(json)
+                if type == "rpc.request" { marked = Self.replacing(["payload", "id"][...], in: Self.replacing(["id"][...], in: marked)) }
+                for path in Self.appStateMembers[type] ?? [] { marked = Self.removing(path[...], in: marked) }
+                content = marked
+                return
             }
             var cleaned = Self.clean(json, deviceIds: deviceIds, reverse: reverse)
             // The request ID is the client's own; its response is matched to it by the replay.
@@ -82,6 +121,32 @@ public struct FrameMeaning: Sendable, Hashable, CustomStringConvertible {
         default:
             return value
         }
+    }
+
+    /// `value` with every volatile member's value replaced by ``volatileMarker`` (the model comparison).
+    static func mark(_ value: JSONValue) -> JSONValue {
+        switch value {
+        case .object(let o):
+            var out: [String: JSONValue] = [:]
+            for (k, v) in o { out[k] = volatileMembers.contains(k) ? .string(volatileMarker) : mark(v) }
+            return .object(out)
+        case .array(let a):
+            return .array(a.map(mark))
+        default:
+            return value
+        }
+    }
+
+    private static func replacing(_ path: ArraySlice<String>, in value: JSONValue) -> JSONValue {
+        guard let first = path.first, case .object(var o) = value, let member = o[first] else { return value }
+        o[first] = path.count == 1 ? .string(volatileMarker) : replacing(path.dropFirst(), in: member)
+        return .object(o)
+    }
+
+    private static func removing(_ path: ArraySlice<String>, in value: JSONValue) -> JSONValue {
+        guard let first = path.first, case .object(var o) = value, let member = o[first] else { return value }
+        if path.count == 1 { o.removeValue(forKey: first) } else { o[first] = removing(path.dropFirst(), in: member) }
+        return .object(o)
     }
 
     /// `kind` and the content, e.g. `register {"payload":{...}}`.

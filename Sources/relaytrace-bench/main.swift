@@ -5,6 +5,7 @@
 //   relaytrace-bench tour SOURCE FILE [--records N]      write SOURCE's records (a simulated tour) over and
 //                                                        over, N in all, through TraceWriter; report records/s
 //                                                        and the writer thread's CPU per record
+//   relaytrace-bench wire-view IN OUT                    IN's socket records as a wire trace (tools/bench-replay.sh)
 //
 // `write` first builds a pool of ~64 MiB of varied records modelled on PROTOCOL.md traffic (heartbeats,
 // pongs, rpc requests and responses with fresh ids, relay and desktop events, chat timeline updates,
@@ -274,6 +275,32 @@ func tourBench(source: String, path: String, count: Int) {
     say("tour.records_per_cpu_second \(Int(Double(written) / cpu))")
     say("tour.writer_thread_cpu_seconds \(format3(writerCPU))")
     say("tour.records_per_writer_cpu_second \(Int(Double(written) / max(writerCPU, 1e-9)))")
+/// A machine trace's socket records (opens, upgrades, messages, closes, failures) as the wire trace an
+/// in-app recorder would have written of the same session: no inputs, actions or timers, the header's
+/// `wire` member set, the same redaction key (so the replay redacts the model's output as the trace is).
+func wireView(from input: String, to output: String) {
+    let socket: Set<RecordKind> = [.transportOpen, .transportOpened, .frameText, .frameBinary, .transportClosed, .transportFailed]
+    do {
+        let reader = try TraceReader(path: input)
+        var header = reader.header
+        header.extra["wire"] = ["source": "recorder", "from": .string("machine trace")]
+        var options = TraceWriterOptions()
+        options.overwrite = true
+        options.blockWhenFull = true
+        options.redaction = header.redaction.policy
+        options.redactionKey = header.redaction.key
+        let writer = try TraceWriter(path: output, header: header, options: options)
+        var kept = 0
+        while let e = try reader.next() {
+            guard socket.contains(e.record.kind), e.record.generation != nil else { continue }
+            writer.append(e.record)
+            kept += 1
+        }
+        _ = try writer.close()
+        say("wire-view.records \(kept)")
+    } catch {
+        fail("\(error)")
+    }
 }
 
 let args = Array(CommandLine.arguments.dropFirst())
@@ -290,6 +317,8 @@ case "scan":
 case "tour":
     guard args.count >= 3 else { fail("usage: relaytrace-bench tour SOURCE FILE [--records N]") }
     tourBench(source: args[1], path: args[2], count: Int(option("--records") ?? "") ?? 5_000_000)
+case "wire-view" where args.count == 3:
+    wireView(from: args[1], to: args[2])
 default:
     fail("unknown verb \(verb)")
 }
