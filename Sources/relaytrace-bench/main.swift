@@ -275,6 +275,8 @@ func tourBench(source: String, path: String, count: Int) {
     say("tour.records_per_cpu_second \(Int(Double(written) / cpu))")
     say("tour.writer_thread_cpu_seconds \(format3(writerCPU))")
     say("tour.records_per_writer_cpu_second \(Int(Double(written) / max(writerCPU, 1e-9)))")
+}
+
 /// A machine trace's socket records (opens, upgrades, messages, closes, failures) as the wire trace an
 /// in-app recorder would have written of the same session: no inputs, actions or timers, the header's
 /// `wire` member set, the same redaction key (so the replay redacts the model's output as the trace is).
