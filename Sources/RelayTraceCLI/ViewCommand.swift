@@ -83,7 +83,7 @@ enum ViewCommand {
         thread.join()
         ctx.stdout.line("viewer stopped")
         // A damaged trace is served as far as it reads (the page shows where it stops); the exit code says so.
-        if let damage = service.damage { return readFailure(damage, ctx) }
+        if let damage = service.damage { return readFailure(damage, path: path, ctx) }
         return .success
     }
 
