@@ -88,7 +88,7 @@ enum FramesCommand {
                     ctx.stdout.write("\n")
                 }
                 first = false
-                if ctx.stdout.isBroken { return .success }  // `| head` went away: stop quietly
+                if ctx.stdout.isBroken { return .success }  // stop early; the status is decided by CLIContext.finish
             }
         } catch {
             failure = error

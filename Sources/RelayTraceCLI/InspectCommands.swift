@@ -15,20 +15,14 @@ func openOutput(_ path: String, _ ctx: CLIContext) -> Output? {
         ctx.stderr.line("Error: cannot create \(path): \(String(cString: strerror(errno)))")
         return nil
     }
-    return Output(fd: fd, owned: true)
+    return Output(fd: fd, name: path, owned: true)
 }
 
-/// Finishes an output file: flushes and closes it, reporting a failed write (exit 74).
-func finishOutput(_ out: Output, _ path: String, _ ctx: CLIContext) -> ExitCode {
-    out.flush()
-    let broken = out.isBroken
-    let failure = out.failure
-    if out !== ctx.stdout { out.close() }
-    if broken && out !== ctx.stdout {
-        ctx.stderr.line("Error: writing \(path) failed: \(String(cString: strerror(failure)))")
-        return .ioError
-    }
-    return .success
+/// Finishes an output file: flushes and closes it; a failed write or close is reported (exit 74).
+/// Stdout (`-`) is left to the command's end (`CLIContext.finish`).
+func finishOutput(_ out: Output, _ ctx: CLIContext) -> ExitCode {
+    if out === ctx.stdout { return .success }
+    return out.finish(reportingTo: ctx.stderr) ?? .success
 }
 
 /// Reports a read error after partial output.
@@ -158,7 +152,7 @@ enum TimelineCommand {
         if let out = args.value("html") {
             guard let o = openOutput(out, ctx) else { return .ioError }
             o.write(t.html(title: path == "-" ? "stdin" : path))
-            let code = finishOutput(o, out, ctx)
+            let code = finishOutput(o, ctx)
             if code != .success { return code }
             ctx.stdout.line("wrote \(out): \(t.lanes.count) lanes, \(t.checks.count) check(s) failed")
         } else {
@@ -260,7 +254,7 @@ enum ExportCommand {
                 return !out.isBroken
             }
         }
-        let code = finishOutput(out, outPath, ctx)
+        let code = finishOutput(out, ctx)
         if code != .success { return code }
         if let error { return readFailure(error, ctx) }
         if outPath != "-" {
@@ -301,6 +295,7 @@ enum RedactCommand {
         options.redaction = .hashed
         options.redactionKey = key
         options.overwrite = args.flag("force")
+        options.removeIncompleteFile = true  // OUT can be made again from IN
         let writer: TraceWriter
         do { writer = try TraceWriter(path: outPath, header: header, options: options) } catch {
             ctx.stderr.line("Error: \(error.description)")

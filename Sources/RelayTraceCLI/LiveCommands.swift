@@ -82,6 +82,10 @@ enum RelayCommand {
         waitForSignalOr(stopAfter)
         host_.stop()
         lines.write("relay stopped")
+        if let e = lines.failure {
+            ctx.stderr.line("Error: writing standard output failed: \(String(cString: strerror(e)))")
+            return .ioError
+        }
         return .success
     }
 
@@ -282,34 +286,46 @@ func waitForSignalOr(_ limit: Duration?) {
 }
 
 /// Lines to stdout from any thread, each written whole; lines written before ``release(first:)`` wait, so
-/// that line comes first.
+/// that line comes first. A failed write is kept (`failure`; a closed pipe does not count) and later lines
+/// are dropped.
 final class LineWriter: Sendable {
     private let state = Mutex<(held: Bool, pending: [String])>((true, []))
+    private let failed = Mutex<Int32?>(nil)
+
+    /// The errno of the first failed write other than EPIPE (the reader went away), if any.
+    var failure: Int32? { failed.withLock { $0 == EPIPE ? nil : $0 } }
 
     func write(_ line: String) {
         let now = state.withLock { s -> Bool in
             if s.held { s.pending.append(line); return false }
             return true
         }
-        if now { Self.emit(line) }
+        if now { emit(line) }
     }
 
     func release(first: String) {
         state.withLock { s in
-            Self.emit(first)
-            for l in s.pending { Self.emit(l) }
+            emit(first)
+            for l in s.pending { emit(l) }
             s.pending = []
             s.held = false
         }
     }
 
-    private static func emit(_ line: String) {
-        var bytes = Array((line + "\n").utf8)
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(1, $0.baseAddress! + done, $0.count - done) }
-            if n <= 0 { return }
-            done += n
+    private func emit(_ line: String) {
+        failed.withLock { failure in
+            guard failure == nil else { return }
+            var bytes = Array((line + "\n").utf8)
+            var done = 0
+            while done < bytes.count {
+                let n = bytes.withUnsafeMutableBytes { Glibc.write(1, $0.baseAddress! + done, $0.count - done) }
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 {
+                    failure = n < 0 ? errno : EIO
+                    return
+                }
+                done += n
+            }
         }
     }
 }

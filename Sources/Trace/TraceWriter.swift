@@ -40,6 +40,13 @@ public struct TraceWriterOptions: Sendable, Hashable {
     /// boundaries depend only on the records (capture time and size), so a simulation writes the same bytes
     /// on every run; a live capture keeps it on, so a crash loses at most the last second.
     public var wallClockFlush: Bool = true
+    /// When the writer stops early (a write error: disk full), `close()` removes the file instead of
+    /// keeping the records written before the stop. For outputs that can be made again (a simulation,
+    /// `redact`, a shrunk run), where a partial file would only stand in the way of the next try; a
+    /// recording keeps the default and loses nothing it wrote. Either way, a file the writer stopped on
+    /// before its first chunk (it holds no record) is removed, and so is one whose header could not be
+    /// written. Only files the writer created at a path are removed, and only regular files.
+    public var removeIncompleteFile: Bool = false
 
     /// Default options.
     public init() {}
@@ -79,9 +86,15 @@ public final class TraceWriter: Sendable {
     private let core: WriterCore
 
     /// Creates the file at `path`, writes the header and starts the background writer.
+    /// When the header cannot be written (disk full), the file is removed and the error thrown.
     public convenience init(path: String, header: TraceHeader, options: TraceWriterOptions = TraceWriterOptions()) throws(TraceError) {
         let sink = try FileSink(path: path, overwrite: options.overwrite)
-        try self.init(sink: sink, header: header, options: options)
+        do {
+            try self.init(sink: sink, header: header, options: options)
+        } catch {
+            sink.discard()
+            throw error
+        }
     }
 
     /// Writes to `sink` (which becomes the writer's: do not use it afterwards).
@@ -501,6 +514,7 @@ final class WriterEngine {
     /// Stops after a write error: cuts off the partial chunk, writes a `writerStopped` record if the
     /// file still takes it, and refuses everything afterwards.
     private func stop(_ error: TraceError) {
+        if chunksBeforeStop == nil { chunksBeforeStop = index.count }
         lost += UInt64(chunkRecords)
         let lastT = max(lastTime, chunkMax)
         resetChunk()
@@ -526,11 +540,17 @@ final class WriterEngine {
         }
     }
 
-    /// Flushes, then writes the index and trailer and syncs (unless stopped); closes the sink.
+    /// Chunks written before the writer stopped (nil while it has not stopped).
+    private(set) var chunksBeforeStop: Int?
+
+    /// Flushes, then writes the index and trailer and syncs (unless stopped); closes the sink. A stopped
+    /// writer discards the file when it holds no record written before the stop, or when the options
+    /// ask for it (`removeIncompleteFile`).
     func finish() -> Result<Void, TraceError> {
         flushChunk()
         if let stopReason {
             try? sink.close()
+            if chunksBeforeStop == 0 || options.removeIncompleteFile { sink.discard() }
             return .failure(stopReason)
         }
         let indexFrame = FrameCodec.indexFrame(index)
@@ -557,6 +577,7 @@ final class WriterEngine {
             try? sink.truncate(to: offset)
             stopReason = TraceError(.writerStopped, offset: trailer.indexOffset, "closing failed: \(error.message)", errno: error.systemErrno)
             try? sink.close()
+            if index.isEmpty || options.removeIncompleteFile { sink.discard() }
             return .failure(stopReason ?? error)
         }
     }
