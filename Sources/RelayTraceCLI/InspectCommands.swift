@@ -329,7 +329,7 @@ enum LintCommand {
     static let spec = CommandSpec(
         name: "lint",
         abstract: "Scan every payload for secrets; exit 1 with their locations when any is found.",
-        discussion: "Finds JWT-shaped strings, bearer credentials, values of secret-named members (authorization, resumeToken, jwt, token...) that are not placeholders, and long random tokens (40+ characters of [A-Za-z0-9_-] mixing upper case, lower case and digits). Placeholders never count. Prints record number, time, kind, JSON path (or text offset), rule and a masked excerpt. Shows a progress line on a terminal.",
+        discussion: "Finds JWT-shaped strings (signed or unsigned, as redact recognises them), bearer credentials, values of secret-named members (authorization, resumeToken, jwt, token, password...) that are not placeholders, and long random tokens (40+ characters of [A-Za-z0-9_-] mixing upper case, lower case and digits). Placeholders never count. Prints record number, time, kind, JSON path (or text offset), rule and a masked excerpt. Shows a progress line on a terminal.",
         arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
         options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")],
         run: { args, ctx in run(args, ctx) })
