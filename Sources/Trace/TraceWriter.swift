@@ -256,12 +256,14 @@ private final class WriterCore: Sendable {
         }
         let (accepted, signal) = state.withLock { s -> (Bool, Bool) in
             let big = record.payload.count > TraceFormat.maxRecordPayload
-            let over = s.closing || s.engine.stopReason != nil
-            if over || big || s.queue.count >= capacity {
+            let stopped = s.engine.stopReason != nil
+            if s.closing || stopped || big || s.queue.count >= capacity {
                 s.producerDropped += 1
                 if big { s.producerOversized += 1 }
-                // After a stop or close nothing more reaches the file: count only.
-                if !over { s.drops.add(record.time, oversized: big) }
+                // After a stop nothing more reaches the file: count only. While closing, the drop is
+                // noticed if the writer has not taken its last batch yet (the trailer counts exactly
+                // the drops taken with that batch, so it always equals the file's notices).
+                if !stopped { s.drops.add(record.time, oversized: big) }
                 return (false, false)
             }
             s.queue.append(record)
@@ -322,6 +324,7 @@ private final class WriterCore: Sendable {
             var drops = Drops()
             var closing = false
             var unblock = 0
+            var producerDropped: UInt64 = 0
             let work = state.withLock { s -> Bool in
                 swap(&s.queue, &batch)
                 unblock = s.blockedProducers
@@ -331,6 +334,7 @@ private final class WriterCore: Sendable {
                 drops = s.drops
                 s.drops = Drops()
                 closing = s.closing
+                producerDropped = s.producerDropped
                 if batch.isEmpty && waiters.isEmpty && drops.count == 0 && !closing {
                     s.sleeping = true
                     return false
@@ -353,7 +357,9 @@ private final class WriterCore: Sendable {
             if !waiters.isEmpty { engine.flushChunk() }
             if closing {
                 engine.flushChunk()
-                engine.droppedForTrailer = state.withLock { $0.producerDropped } + engine.lost
+                // Every producer drop up to the last batch is in `drops` (noticed below or before);
+                // the engine's own drops (redaction growth) are noticed as they happen.
+                engine.droppedForTrailer = producerDropped + engine.noticedDrops
                 let result = engine.finish()
                 let toSignal = state.withLock { s -> [DispatchSemaphore] in
                     s.engine = engine.snapshot
@@ -399,8 +405,11 @@ final class WriterEngine {
     private(set) var index: [TraceChunkInfo] = []
     private(set) var records: UInt64 = 0
     private(set) var lastTime: Int64 = 0
-    /// Records lost with a chunk whose write failed, or discarded after the stop.
+    /// Records lost with a chunk whose write failed, or discarded after the stop, or grown past the
+    /// payload limit by redaction.
     private(set) var lost: UInt64 = 0
+    /// Of `lost`, the records grown past the limit by redaction (each has its `dropped` notice).
+    private(set) var noticedDrops: UInt64 = 0
     private(set) var stopReason: TraceError?
 
     init(sink: any TraceSink, redactor: Redactor, options: TraceWriterOptions, offset: UInt64) throws(TraceError) {
@@ -438,9 +447,14 @@ final class WriterEngine {
         var r = record
         if redactor.policy == .hashed {
             r.payload = redactor.redact(payload: r.payload, kind: r.kind)
-            // Redaction grew it past the limit (re-serialised JSON): drop it rather than write the secret.
+            // Redaction grew it past the limit (re-serialised JSON): drop it rather than write the secret,
+            // and say so in a notice like any other drop.
             if r.payload.count > TraceFormat.maxRecordPayload {
                 lost += 1
+                noticedDrops += 1
+                var d = Drops()
+                d.add(r.time, oversized: true)
+                addDrops(d)
                 return
             }
         }
@@ -462,12 +476,8 @@ final class WriterEngine {
     }
 
     func addDrops(_ d: Drops) {
-        let json: JSONValue = [
-            "count": .int(Int64(clamping: d.count)), "overflow": .int(Int64(clamping: d.overflow)),
-            "oversized": .int(Int64(clamping: d.oversized)), "firstTime": .int(d.firstTime.nanoseconds),
-            "lastTime": .int(d.lastTime.nanoseconds),
-        ]
-        add(TraceRecord(kind: .dropped, time: d.lastTime, payload: json.serialized()))
+        let notice = DroppedNotice(overflow: d.overflow, oversized: d.oversized, firstTime: d.firstTime, lastTime: d.lastTime)
+        add(TraceRecord(kind: .dropped, time: d.lastTime, payload: notice.json.serialized()))
     }
 
     /// Compresses and writes the open chunk (one `write(2)`).
