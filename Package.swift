@@ -89,6 +89,10 @@ let package = Package(
         .executableTarget(name: "relaytrace-test-fixture", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // A child process for the offline-queue crash test (SIGKILL mid-write); not a product.
         .executableTarget(name: "offlinequeue-test-fixture", dependencies: ["OfflineQueue"], swiftSettings: strict),
+        // The coverage-guided fuzz targets (bytes -> parsers, with invariants) and their driver
+        // (tools/fuzz.sh builds it with libFuzzer and AddressSanitizer); not products.
+        .target(name: "FuzzTargets", dependencies: ["Trace", "WebSocket", "RelayProtocol", "DevRelay", "WatchLink", "RelayTraceCLI"], swiftSettings: strict),
+        .executableTarget(name: "relaytrace-fuzz", dependencies: ["FuzzTargets"], swiftSettings: strict),
 
         .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
@@ -107,6 +111,7 @@ let package = Package(
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "ReplayTesting", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
