@@ -33,12 +33,18 @@ let package = Package(
         .library(name: "WatchSimulation", targets: ["WatchSimulation"]),
         .library(name: "OfflineQueue", targets: ["OfflineQueue"]),
         .library(name: "WatchReplay", targets: ["WatchReplay"]),
+        .library(name: "WireRecording", targets: ["WireRecording"]),
+        .library(name: "Proxy", targets: ["Proxy"]),
+        .library(name: "WireReplay", targets: ["WireReplay"]),
+        .library(name: "LinkQR", targets: ["LinkQR"]),
+        .library(name: "SpecCheck", targets: ["SpecCheck"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         // Wire model: JSON values, messages, RPC catalogue, traceparent, PTC1, seeded RNG.
         .target(name: "RelayProtocol", swiftSettings: strict),
@@ -60,8 +66,18 @@ let package = Package(
         .target(name: "WatchSimulation", dependencies: ["WatchCapture", "WatchLink", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The phone's offline action queue and caches in SQLite (SPEC Part B), schema migrations.
         .target(name: "OfflineQueue", dependencies: ["CSQLite"], swiftSettings: strict),
+        // QR symbols of link codes (libqrencode) for the terminal (half blocks) and as PNG (written here).
+        .target(name: "LinkQR", dependencies: ["CQRencode"], swiftSettings: strict),
         // RFC 6455 codec (sans-IO).
         .target(name: "WebSocket", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // Wire traces for any client: the recorder the recording relay, the proxy and in-app clients call
+        // from their WebSocket callbacks (no Linux-only API: it must build for Apple platforms too).
+        .target(name: "WireRecording", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // Replaying a recorded session's relay side to live clients (`relaytrace relay --replay`), sans-IO:
+        // client frames matched to the recording by meaning, the relay's frames served at their offsets.
+        .target(name: "WireReplay", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // The recording WebSocket proxy between an unmodified client and any relay (`relaytrace proxy`).
+        .target(name: "Proxy", dependencies: ["Net", "WebSocket", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The capture layer: the client's inputs and actions as trace records, the recorder, the capturing transport.
         .target(name: "Capture", dependencies: ["RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Client + relay + desktop in one process on virtual time; the scenarios of `relaytrace simulate`.
@@ -69,22 +85,27 @@ let package = Package(
         // Trace analyses for the inspection commands: filters, RPC correlation, stats, timeline, diff,
         // exporters (pcapng, HAR, chrome trace), secrets lint.
         .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // `relaytrace check`: the SPEC's rules that can be seen on the wire, judged on any trace (machine or
+        // wire); stated from the SPEC, never from the client machine (no dependency on RelayClient).
+        .target(name: "SpecCheck", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Strict replay, stepping, checkpoints, divergence reports.
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
-        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL"], swiftSettings: strict),
+        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "WireRecording", "WireReplay", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
         // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
-        .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay"], swiftSettings: strict),
+        .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay", "WireReplay", "Runtime", "Trace"], swiftSettings: strict),
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "WireReplay", "SpecCheck"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        // The proxy and in-app recorder benchmarks (tools/bench-proxy.sh, tools/bench-recorder.sh); not a product.
+        .executableTarget(name: "relaytrace-wirebench", dependencies: ["Net", "Proxy", "WireRecording", "Trace", "WebSocket", "RelayProtocol"], swiftSettings: strict),
         // A child process for the trace crash test (SIGKILL while writing); not a product.
         .executableTarget(name: "relaytrace-test-fixture", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // A child process for the offline-queue crash test (SIGKILL mid-write); not a product.
@@ -100,7 +121,7 @@ let package = Package(
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RuntimeTests", dependencies: ["Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "Net", "WebSocket", "Runtime", "WireRecording", "WireReplay"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay", "OfflineQueue", "Replay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
@@ -110,8 +131,12 @@ let package = Package(
         .testTarget(name: "WatchCaptureTests", dependencies: ["WatchCapture", "WatchLink", "WatchNet", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "ReplayTesting", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WireReplayTests", dependencies: ["WireReplay", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "LinkQRTests", dependencies: ["LinkQR"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], swiftSettings: strict),
+        .testTarget(name: "SpecCheckTests", dependencies: ["SpecCheck", "Inspect", "Simulation", "WatchSimulation", "Trace", "RelayProtocol"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -11,7 +11,9 @@ set -euo pipefail
 #   openssl      tests make their own throw-away certificates
 #   libsqlite3-dev  CSQLite system library (the offline action queue store)
 #   tshark       tests decode `relaytrace export --format pcapng` with Wireshark's websocket dissector
-PACKAGES=(libzstd-dev libssl-dev libsqlite3-dev pkg-config zstd openssl tshark)
+#   libqrencode-dev  CQRencode system library (the QR of a device-link code)
+#   zbar-tools   tests decode the link code's PNG QR with `zbarimg`
+PACKAGES=(libzstd-dev libssl-dev libsqlite3-dev pkg-config zstd openssl tshark libqrencode-dev zbar-tools)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -38,6 +38,10 @@ extension ClientRecordCodec {
                 w.raw(",\"phase\":\"registered\"")
                 w.key("relaySessionId")
                 w.string(s)
+            case .linking(let g):
+                w.key("gen")
+                w.int(Int64(bitPattern: g.rawValue))
+                w.raw(",\"phase\":\"linking\"")
             case .waitingToReconnect(let a):
                 w.key("attempt")
                 w.int(Int64(a))

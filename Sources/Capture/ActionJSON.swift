@@ -48,6 +48,8 @@ extension ClientRecordCodec {
             case .queued: o["outcome"] = "queued"
             }
             return (.object(o), nil)
+        case .link(let effect):
+            return (linkEffectJSON(effect), nil)
         case .callProgress(let id, let result):
             return (["action": "callProgress", "callId": .int(Int64(bitPattern: id.rawValue)), "result": result], nil)
         case .ingress(let effect):
@@ -94,6 +96,7 @@ extension ClientRecordCodec {
             case .connecting(let g): o["phase"] = "connecting"; o["gen"] = gen(g)
             case .registering(let g): o["phase"] = "registering"; o["gen"] = gen(g)
             case .registered(let g, let s): o["phase"] = "registered"; o["gen"] = gen(g); o["relaySessionId"] = .string(s)
+            case .linking(let g): o["phase"] = "linking"; o["gen"] = gen(g)
             case .waitingToReconnect(let a): o["phase"] = "waitingToReconnect"; o["attempt"] = .int(Int64(a))
             case .suspended(let r): o["phase"] = "suspended"; o["reason"] = .string(r.rawValue)
             case .stopped(let r): o["phase"] = "stopped"; o["reason"] = .string(r.description)

@@ -235,6 +235,8 @@ public enum ClientRecordCodec {
             return (["input": "snapshotProcessed"], nil)
         case .offlineQueue(.loaded(let mutations)):
             return (["input": "offlineQueue.loaded", "mutations": .array(mutations.map(mutationJSON))], nil)
+        case .link(let l):
+            return (linkInputJSON(l), nil)
         case .transportOpened(let g), .transportFrame(let g, _), .transportClosed(let g, _, _), .transportFailed(let g, _):
             return (["input": "transport"], g)  // never reached: these have their own record kinds
         case .timerFired(let id):
@@ -304,6 +306,8 @@ public enum ClientRecordCodec {
                                                  createdAt: Moment(nanoseconds: try f.int("createdAt"))))
             }
             return .offlineQueue(.loaded(mutations))
+        case "link.enterCode", "link.scanCode", "link.stored", "link.storeFailed":
+            return .link(try linkInput(o))
         case let other:
             throw o.bad("input", "unknown input '\(other)'")
         }

@@ -30,21 +30,74 @@ public enum RelayConstants {
     public static let restartCloseCode: UInt16 = 1012
     /// The close code after a second successful `register` on one socket (RFC 6455 1008, policy).
     public static let doubleRegisterCloseCode: UInt16 = 1008
+    /// The desktop a phone without a target gets, and the link desktop of `relaytrace relay` (the
+    /// desktop ID of PROTOCOL.md's examples).
+    public static let defaultDesktopId = "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4"
+    /// The placeholder account of a simulated desktop started without one: its link codes are open to
+    /// any account (the phone then talks to a desktop the relay simulates for its own account).
+    public static let openLinkAccount = "relaytrace-open-link"
 }
 
 /// What the development relay is built with. Everything that would otherwise come from the
 /// environment (randomness, the wall clock) is here, so the relay is deterministic.
 public struct DevRelayConfiguration: Sendable, Hashable {
-    /// The seed of the relay's `SeededRandom` (session IDs and resume tokens).
+    /// The seed of the relay's `SeededRandom` (session IDs and resume tokens; link codes and the
+    /// simulated desktops' seeds are derived from it).
     public var seed: UInt64
     /// The wall-clock time at `Moment.zero`, in Unix epoch milliseconds: `expiresAt` and every
     /// `timestamp` are this plus the input's moment, never the system clock.
     public var wallClockOrigin: Int64
+    /// Which desktops the relay simulates for phones that name one no real desktop serves.
+    public var simulatedDesktops: DesktopSimulation = .any
+    /// Desktop IDs (lower-cased) the relay never simulates: phones naming one get `-32010` until a real
+    /// desktop of that ID connects (`relaytrace relay --offline ID`).
+    public var offlineDesktops: Set<String> = []
+    /// The desktop a phone without a target (a pre-1.6 phone) gets when the relay simulates one.
+    public var defaultDesktopId = RelayConstants.defaultDesktopId
+    /// Simulated desktops that come up at ``RelayInput/start`` (before any phone names them).
+    public var desktopsAtStart: [StartingDesktop] = []
+    /// The `chat:timeline-updated` cadence of the simulated desktops while a lease is active.
+    public var desktopSnapshotInterval: Duration = .seconds(3)
+    /// One-way latency between the relay and its simulated desktops (connects, frames, closes): zero
+    /// behind a real socket; a simulation gives them the latency of its network, as a desktop elsewhere
+    /// would have.
+    public var desktopLatency: Duration = .zero
 
     /// Creates a configuration. The default origin is 2026-01-15T12:00:00.000Z.
     public init(seed: UInt64 = 1, wallClockOrigin: Int64 = 1_768_478_400_000) {
         self.seed = seed
         self.wallClockOrigin = wallClockOrigin
+    }
+}
+
+/// Which desktops the development relay simulates.
+public enum DesktopSimulation: Sendable, Hashable {
+    /// Whatever desktop a phone names, for whatever account (JWT `sub`) the phone has.
+    case any
+    /// Only these desktop IDs (lower-cased), for any account; other targets get `-32010`.
+    case only([String])
+    /// None: only real desktops (`X-Client-Type: desktop`) answer.
+    case none
+}
+
+/// A simulated desktop the relay brings up at start.
+public struct StartingDesktop: Sendable, Hashable {
+    /// The desktop's device ID.
+    public var deviceId: String
+    /// Its account (JWT `sub`); nil: the relay's placeholder account ``RelayConstants/openLinkAccount``,
+    /// whose link codes any account may redeem.
+    public var userId: String?
+    /// Its name.
+    public var name: String
+    /// Whether it asks for a link code once registered (and a fresh one after each use or expiry).
+    public var offersLinkCode: Bool
+
+    /// Creates one.
+    public init(deviceId: String, userId: String?, name: String = "Simulated Desktop", offersLinkCode: Bool) {
+        self.deviceId = deviceId
+        self.userId = userId
+        self.name = name
+        self.offersLinkCode = offersLinkCode
     }
 }
 

@@ -18,14 +18,14 @@ public struct DevRelay: Sendable {
     /// The live relay sessions by ID.
     public private(set) var sessions: [String: RelaySession] = [:]
     /// The accepted sockets by ID.
-    public private(set) var connections: [ConnectionID: RelayConnection] = [:]
+    public internal(set) var connections: [ConnectionID: RelayConnection] = [:]
     /// The last `eventId` handed out per user (kept across a simulated restart, so phones' `lastEventId`
     /// stays meaningful).
     public private(set) var lastEventIds: [String: Int64] = [:]
     /// The installed fault rules, with their remaining counts, in installation order.
     public var activeFaults: [RelayFault] { rules.map(\.fault) }
     /// The time of the last input handled.
-    public private(set) var now: Moment = .zero
+    public internal(set) var now: Moment = .zero
 
     var rng: SeededRandom
     var buffers: [String: EventBuffer] = [:]
@@ -37,6 +37,27 @@ public struct DevRelay: Sendable {
     var rules: [Rule] = []
     var lastRuleSerial: UInt64 = 0
     var out: [RelayAction] = []
+    /// The relay's own simulated desktops by serial, and by (account, device).
+    public internal(set) var simulated: [UInt64: SimulatedPeer] = [:]
+    var simulatedByKey: [DeviceKey: UInt64] = [:]
+    var simulatedOwner: [ConnectionID: UInt64] = [:]
+    var lastDesktopSerial: UInt64 = 0
+    var lastSimulatedConnection: UInt64 = 0
+    var queue: [Delivery] = []
+    var inFlight: [UInt64: Delivery] = [:]
+    var lastLinkSlot: UInt64 = 0
+    var draining = false
+    var started = false
+    var desktopRules: [DesktopFault] = []
+    /// Simulated desktops whose link codes any account may redeem.
+    var openCodeDesktops: Set<DeviceKey> = []
+    /// The link codes issued, by code.
+    public internal(set) var linkCodes: [String: IssuedLinkCode] = [:]
+    /// Every link made, in order.
+    public internal(set) var linkRecords: [DeviceLinkRecord] = []
+    /// (account, phone) -> the desktop it linked last.
+    var links: [DeviceKey: String] = [:]
+    var linkRng: SeededRandom
 
     struct DeviceKey: Hashable, Sendable {
         var userId: String
@@ -58,7 +79,12 @@ public struct DevRelay: Sendable {
     public init(configuration: DevRelayConfiguration) {
         self.configuration = configuration
         rng = SeededRandom(seed: configuration.seed)
+        // A generator of its own, so session IDs and tokens do not depend on how many codes were issued.
+        linkRng = SeededRandom(seed: configuration.seed ^ 0x4C49_4E4B_434F_4445)
     }
+
+    /// The simulated desktops, by serial.
+    public var simulatedDesktops: [SimulatedPeer] { simulated.keys.sorted().compactMap { simulated[$0] } }
 
     /// The armed timers and their deadlines, sorted by deadline.
     public var armedTimers: [(timer: RelayTimer, deadline: Moment)] {
@@ -93,7 +119,12 @@ public struct DevRelay: Sendable {
         defer { swap(&out, &actions) }
         if time > now { now = time }
         if armed[.sweep] == nil { arm(.sweep, at: now + RelayConstants.sweepInterval) }
+        defer { drainQueue() }
         switch input {
+        case .start:
+            startDesktops()
+        case .desktopFault(let f):
+            applyDesktopFault(f)
         case .upgrade(let c, let request):
             upgrade(c, request)
         case .frame(let c, let frame):
@@ -118,32 +149,36 @@ public struct DevRelay: Sendable {
 
     // MARK: - Upgrade and connections
 
-    private mutating func upgrade(_ c: ConnectionID, _ request: UpgradeRequest) {
+    mutating func upgrade(_ c: ConnectionID, _ request: UpgradeRequest) {
         guard connections[c] == nil else { return log("\(c) upgrade on a connection already open ignored") }
         if let status = consumeRule({ if case .refuseUpgrades(let s) = $0.effect { return s } else { return nil } }) {
-            out.append(.refuseUpgrade(c, status: status, reason: "fault: refuse-upgrades"))
+            emit(.refuseUpgrade(c, status: status, reason: "fault: refuse-upgrades"))
             return log("\(c) refused \(status) (fault)")
         }
         let identity: UpgradeIdentity
         switch UpgradeCheck.check(request) {
         case .failure(let refusal):
-            out.append(.refuseUpgrade(c, status: refusal.status, reason: refusal.message))
+            emit(.refuseUpgrade(c, status: refusal.status, reason: refusal.message))
             return log("\(c) refused \(refusal.status): \(refusal.message)")
         case .success(let id):
             identity = id
         }
         let key = DeviceKey(userId: identity.userId, deviceId: identity.deviceId)
+        if identity.kind == .desktop, !c.isSimulated, simulatedByKey[key] != nil {
+            retireSimulatedDesktop(key)
+        }
         if let old = devices[key], connections[old] != nil {
             // §1: the same device connecting again: the older socket gets an empty close frame. The
             // device stays connected, so no `device-status: disconnected` is sent.
-            out.append(.close(old, code: nil, reason: ""))
+            emit(.close(old, code: nil, reason: ""))
             log("\(old) replaced by \(c) (same device): closed")
             removeConnection(old, announce: false)
         }
         connections[c] = RelayConnection(id: c, identity: identity, at: now)
         devices[key] = c
-        out.append(.acceptUpgrade(c))
-        arm(.idle(c), at: now + RelayConstants.idleTimeout)
+        emit(.acceptUpgrade(c))
+        // A simulated desktop has no socket to go silent.
+        if !c.isSimulated { arm(.idle(c), at: now + RelayConstants.idleTimeout) }
         log("\(c) accepted \(identity.kind.rawValue) \(identity.deviceId) of user \(identity.userId)")
     }
 
@@ -169,19 +204,19 @@ public struct DevRelay: Sendable {
     }
 
     private mutating func closeConnection(_ c: ConnectionID, code: UInt16?, reason: String) {
-        out.append(.close(c, code: code, reason: reason))
+        emit(.close(c, code: code, reason: reason))
         log("\(c) closed by relay (\(code.map(String.init) ?? "empty close frame")): \(reason)")
         removeConnection(c)
     }
 
     // MARK: - Timers
 
-    private mutating func arm(_ t: RelayTimer, at deadline: Moment) {
+    mutating func arm(_ t: RelayTimer, at deadline: Moment) {
         armed[t] = deadline
         out.append(.armTimer(t, deadline: deadline))
     }
 
-    private mutating func cancel(_ t: RelayTimer) {
+    mutating func cancel(_ t: RelayTimer) {
         if armed.removeValue(forKey: t) != nil { out.append(.cancelTimer(t)) }
     }
 
@@ -205,18 +240,22 @@ public struct DevRelay: Sendable {
             guard let frame = delayed.removeValue(forKey: slot) else { return }
             switch frame {
             case .outgoing(let c, let f):
-                if connections[c] != nil { out.append(.send(c, f)) }
+                if connections[c] != nil { emit(.send(c, f)) }
             case .incoming(let c, let json, let type):
                 if connections[c] != nil { process(c, json, type: type) }
             case .incomingBinary(let c, let bytes):
                 if connections[c] != nil { receiveBinary(c, bytes, faults: false) }
             }
+        case .desktop(let serial, let timer):
+            queue.append(.toDesktop(serial: serial, .timerFired(timer)))
+        case .desktopLink(let slot):
+            linkArrived(slot)
         }
     }
 
     // MARK: - Receiving
 
-    private mutating func receiveText(_ c: ConnectionID, _ text: String) {
+    mutating func receiveText(_ c: ConnectionID, _ text: String) {
         guard var conn = connections[c] else { return }
         // §2: token bucket per connection, silently dropping the excess.
         let elapsed = (now - conn.tokensAt).seconds
@@ -250,7 +289,7 @@ public struct DevRelay: Sendable {
         process(c, json, type: type)
     }
 
-    private mutating func receiveBinary(_ c: ConnectionID, _ bytes: [UInt8], faults: Bool) {
+    mutating func receiveBinary(_ c: ConnectionID, _ bytes: [UInt8], faults: Bool) {
         guard let conn = connections[c] else { return }
         if faults {
             switch frameFault(direction: .fromClient, kind: conn.kind, type: "binary", method: nil, eventType: nil) {
@@ -317,6 +356,8 @@ public struct DevRelay: Sendable {
                 connections[c]?.boundTerminals.remove(b.sessionId)
             }
             if let d = desktop(for: conn) { send(d, .text(withClientId(json, conn.deviceId).jsonText), type: type) }
+        case .link(let l):
+            linkMessage(c, conn, l)
         case .terminalBound, .registered, .resumed, .error, .legacy, .unknown:
             sendError(c, .unknownMessageType, "unknown message type \"\(type)\" from a client; see PROTOCOL.md §3")
         }
@@ -383,6 +424,7 @@ public struct DevRelay: Sendable {
         let form: ProtocolForm = p.relayProtocolVersion == nil ? .legacy : .v1_6
         connections[c]?.form = form
         connections[c]?.sessionId = session.id
+        connections[c]?.deviceName = p.deviceName
         if let t = p.targetDesktopDeviceId, !t.isEmpty { connections[c]?.targetDesktopDeviceId = lowercasedASCII(t) }
         let expires = wallClock(session.expiresAt)
         if resumed {
@@ -399,8 +441,10 @@ public struct DevRelay: Sendable {
         if conn.kind == .desktop {
             publish(userId: conn.userId, source: conn.deviceId, eventType: EventNames.deviceStatus,
                     payload: DeviceStatus(deviceId: conn.deviceId, status: .online).json)
-        } else if let last = p.lastEventId {
-            replay(c, userId: conn.userId, above: last)
+        } else {
+            if let last = p.lastEventId { replay(c, userId: conn.userId, above: last) }
+            // Any account, any desktop: the phone's target comes up (simulated) unless a real one serves it.
+            if let phone = connections[c] { ensureDesktop(for: phone) }
         }
     }
 
@@ -428,7 +472,7 @@ public struct DevRelay: Sendable {
     /// The target desktop's socket for a phone: its named target, else the user's registered desktop
     /// with the smallest device ID.
     private func desktop(for phone: RelayConnection) -> ConnectionID? {
-        if let target = phone.targetDesktopDeviceId {
+        if let target = phone.targetDesktopDeviceId ?? links[DeviceKey(userId: phone.userId, deviceId: phone.deviceId)] {
             guard let c = devices[DeviceKey(userId: phone.userId, deviceId: target)], let d = connections[c],
                   d.kind == .desktop, d.isRegistered else { return nil }
             return c
@@ -453,6 +497,7 @@ public struct DevRelay: Sendable {
     }
 
     private mutating func forwardRequest(_ phone: RelayConnection, _ r: RpcRequest, _ json: JSONValue) {
+        if desktop(for: phone) == nil { ensureDesktop(for: phone) }
         guard let d = desktop(for: phone) else {
             // §4: the relay answers -32010 itself, echoing the request's traceparent.
             let response = RpcResponse(id: r.id, result: nil, error: RpcErrorBody(.desktopOffline, message: RelayConstants.desktopOfflineMessage),
@@ -513,7 +558,7 @@ public struct DevRelay: Sendable {
         try? message.encodedText(form: form)
     }
 
-    private mutating func send(_ c: ConnectionID, _ message: RelayMessage) {
+    mutating func send(_ c: ConnectionID, _ message: RelayMessage) {
         let form = connections[c]?.form ?? .v1_6
         var eventType: String?
         var method: String?
@@ -530,15 +575,15 @@ public struct DevRelay: Sendable {
         switch frameFault(direction: .toClient, kind: conn.kind, type: type, method: method, eventType: eventType) {
         case .drop: return
         case .delay(let by): hold(.outgoing(c, frame), for: by)
-        case .pass: out.append(.send(c, frame))
+        case .pass: emit(.send(c, frame))
         }
     }
 
-    private mutating func sendError(_ c: ConnectionID, _ code: RelayErrorCode, _ message: String) {
+    mutating func sendError(_ c: ConnectionID, _ code: RelayErrorCode, _ message: String) {
         send(c, .error(RelayErrorMessage(code: code, message: message, timestamp: wallClock(now))))
     }
 
-    private mutating func log(_ line: String) {
+    mutating func log(_ line: String) {
         out.append(.log("\(now) \(line)"))
     }
 
@@ -569,9 +614,10 @@ public struct DevRelay: Sendable {
     private mutating func restart() {
         log("fault: restart (all sessions lost)")
         for c in connections.keys.sorted() {
-            out.append(.close(c, code: RelayConstants.restartCloseCode, reason: "relay restart"))
+            emit(.close(c, code: RelayConstants.restartCloseCode, reason: "relay restart"))
             removeConnection(c, announce: false)
         }
+        linkCodes.removeAll()
         sessions.removeAll()
         buffers.removeAll()
         devices.removeAll()

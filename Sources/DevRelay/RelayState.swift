@@ -33,6 +33,8 @@ public struct RelayConnection: Sendable, Hashable {
     public internal(set) var form: ProtocolForm = .v1_6
     /// When the last frame arrived (or the upgrade, before any).
     public internal(set) var lastFrameAt: Moment
+    /// The `deviceName` of its `register` (empty before one).
+    public internal(set) var deviceName = ""
     /// The terminal sessions this phone bound with `terminal.binary.bind`.
     public internal(set) var boundTerminals: Set<String> = []
     var tokens = RelayConstants.rateBucketCapacity

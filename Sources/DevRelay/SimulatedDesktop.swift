@@ -24,13 +24,16 @@ public struct SimulatedDesktopConfiguration: Sendable, Hashable {
     public var reconnectDelay: Duration
     /// The time between the job events of a job-creating mutation.
     public var jobStepInterval: Duration
+    /// Whether it asks the relay for a link code once registered, and for a fresh one when its code is
+    /// used or expires (docs/DEVICE_LINK.md).
+    public var offersLinkCode: Bool
 
     /// Creates a configuration with the documented defaults (3 s snapshots, 45 s lease window, 20-200 ms
     /// responses, 20 s heartbeat, 1 s reconnect, 500 ms job steps).
     public init(deviceId: String, deviceName: String = "Simulated Desktop", userId: String, jwt: String? = nil, seed: UInt64 = 1,
                 snapshotInterval: Duration = .seconds(3), leaseWindow: Duration = .seconds(45),
                 responseDelayMilliseconds: ClosedRange<Int64> = 20...200, heartbeatInterval: Duration = .seconds(20),
-                reconnectDelay: Duration = .seconds(1), jobStepInterval: Duration = .milliseconds(500)) {
+                reconnectDelay: Duration = .seconds(1), jobStepInterval: Duration = .milliseconds(500), offersLinkCode: Bool = false) {
         self.deviceId = deviceId
         self.deviceName = deviceName
         self.userId = userId
@@ -42,6 +45,7 @@ public struct SimulatedDesktopConfiguration: Sendable, Hashable {
         self.heartbeatInterval = heartbeatInterval
         self.reconnectDelay = reconnectDelay
         self.jobStepInterval = jobStepInterval
+        self.offersLinkCode = offersLinkCode
     }
 }
 
@@ -57,6 +61,8 @@ public enum DesktopTimer: Sendable, Hashable, CustomStringConvertible {
     case jobStep(jobId: String)
     /// Emit the next `chat:timeline-updated` for this session (or end its expired lease).
     case timeline(sessionId: String)
+    /// The link code on show expired: ask for a fresh one.
+    case linkCode
 
     /// `respond(3)`, `timeline(sess-1)`, ...
     public var description: String {
@@ -66,6 +72,7 @@ public enum DesktopTimer: Sendable, Hashable, CustomStringConvertible {
         case .respond(let s): "respond(\(s))"
         case .jobStep(let j): "jobStep(\(j))"
         case .timeline(let s): "timeline(\(s))"
+        case .linkCode: "linkCode"
         }
     }
 }
@@ -152,6 +159,10 @@ public struct SimulatedDesktop: Sendable {
     public private(set) var idempotentReplays = 0
     /// The time of the last input.
     public private(set) var now: Moment = .zero
+    /// The link code on show (``SimulatedDesktopConfiguration/offersLinkCode``), if any.
+    public private(set) var linkCode: LinkCreated?
+    /// The phones linked with its codes, in order.
+    public private(set) var linkedPhones: [String] = []
 
     var rng: SeededRandom
     var armed: [DesktopTimer: Moment] = [:]
@@ -249,6 +260,8 @@ public struct SimulatedDesktop: Sendable {
 
     private mutating func dropSocketState() {
         relaySessionId = nil
+        linkCode = nil
+        cancel(.linkCode)
         cancel(.heartbeat)
         for slot in pending.keys.sorted() { cancel(.respond(slot: slot)) }
         pending.removeAll()
@@ -270,6 +283,10 @@ public struct SimulatedDesktop: Sendable {
             }
         case .jobStep(let jobId):
             jobStep(jobId)
+        case .linkCode:
+            guard phase == .ready else { return }
+            linkCode = nil
+            requestLinkCode()
         case .timeline(let sessionId):
             guard let lease = leases[sessionId] else { return }
             if now >= lease.expiresAt {
@@ -304,6 +321,18 @@ public struct SimulatedDesktop: Sendable {
             }
         case .error(let e):
             log("relay error \(e.code): \(e.message)")
+        case .link(.created(let c)):
+            linkCode = c
+            log("link code \(c.code) on show until \(c.expiresAt)")
+            arm(.linkCode, at: now + DeviceLink.codeLifetime)
+        case .link(.accepted(let a)):
+            linkedPhones.append(a.mobileDeviceId)
+            log("linked phone \(a.mobileDeviceId) (\(a.mobileName))")
+            if linkCode != nil, configuration.offersLinkCode {
+                // A code links one phone: show a fresh one.
+                linkCode = nil
+                requestLinkCode()
+            }
         default:
             break
         }
@@ -313,6 +342,12 @@ public struct SimulatedDesktop: Sendable {
         phase = .ready
         arm(.heartbeat, at: now + configuration.heartbeatInterval)
         log("registered as \(wireDeviceId)")
+        if configuration.offersLinkCode { requestLinkCode() }
+    }
+
+    private mutating func requestLinkCode() {
+        cancel(.linkCode)
+        send(.link(.create(deviceName: configuration.deviceName)))
     }
 
     // MARK: - RPC

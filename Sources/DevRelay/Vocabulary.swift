@@ -13,8 +13,14 @@ public struct ConnectionID: RawRepresentable, Hashable, Sendable, Comparable, Cu
     /// Creates connection `value`.
     public init(_ value: UInt64) { rawValue = value }
     public static func < (a: ConnectionID, b: ConnectionID) -> Bool { a.rawValue < b.rawValue }
-    /// `c7` for connection 7.
-    public var description: String { "c\(rawValue)" }
+    /// `c7` for connection 7; `s3` for the relay's own third simulated-desktop connection.
+    public var description: String { isSimulated ? "s\(rawValue & ~ConnectionID.simulatedBit)" : "c\(rawValue)" }
+
+    /// The relay numbers the connections of its own simulated desktops with this bit set (a driver's
+    /// IDs count up from 1 and never reach it), so they never collide with a driver's.
+    public static let simulatedBit: UInt64 = 1 << 63
+    /// Whether this is a connection of one of the relay's own simulated desktops (no socket behind it).
+    public var isSimulated: Bool { rawValue & ConnectionID.simulatedBit != 0 }
 }
 
 /// One header of an upgrade request, in the order it was sent.
@@ -88,19 +94,28 @@ public enum RelayTimer: Sendable, Hashable, CustomStringConvertible {
     case idle(ConnectionID)
     /// A frame held back by a `delay` fault; `slot` names it.
     case delayedFrame(slot: UInt64)
+    /// A timer of the relay's own simulated desktop number `serial` (``DevRelay/simulatedDesktops``).
+    case desktop(serial: UInt64, DesktopTimer)
+    /// A message between the relay and a simulated desktop arrives
+    /// (``DevRelayConfiguration/desktopLatency``); `slot` names it.
+    case desktopLink(slot: UInt64)
 
-    /// `idle(c3)`, `sweep`, ...
+    /// `idle(c3)`, `sweep`, `desktop1.heartbeat`, ...
     public var description: String {
         switch self {
         case .sweep: "sweep"
         case .idle(let c): "idle(\(c))"
         case .delayedFrame(let s): "delayedFrame(\(s))"
+        case .desktop(let serial, let t): "desktop\(serial).\(t)"
+        case .desktopLink(let slot): "desktopLink(\(slot))"
         }
     }
 }
 
 /// Everything that happens to the relay. Each input is handled at a `Moment`.
 public enum RelayInput: Sendable, Hashable {
+    /// The driver started the relay: the desktops of ``DevRelayConfiguration/desktopsAtStart`` come up.
+    case start
     /// A client asks to upgrade `GET /ws/device-link` on this (new) connection.
     case upgrade(ConnectionID, UpgradeRequest)
     /// A message arrived on this connection.
@@ -111,6 +126,9 @@ public enum RelayInput: Sendable, Hashable {
     case timerFired(RelayTimer)
     /// A fault-script directive aimed at the relay takes effect now.
     case fault(RelayFault)
+    /// A fault-script directive aimed at the desktop: applied to every simulated desktop there is, and
+    /// (`ignore` rules) to those the relay simulates later.
+    case desktopFault(DesktopFault)
 }
 
 /// Everything the relay wants done. The driver performs them in order.
@@ -130,4 +148,37 @@ public enum RelayAction: Sendable, Hashable {
     case cancelTimer(RelayTimer)
     /// One human-readable line about a connection event (for `relaytrace relay`).
     case log(String)
+    /// A desktop (simulated or real) was issued a link code: show it and its QR (`relaytrace relay`).
+    case linkCodeIssued(LinkCodeOffer)
+}
+
+/// A link code the relay issued to a desktop (docs/DEVICE_LINK.md), for a driver to show.
+public struct LinkCodeOffer: Sendable, Hashable {
+    /// The code, grouped (`K7QF-3M9X`).
+    public var code: String
+    /// The QR text (`relaytrace://link?code=K7QF-3M9X`).
+    public var uri: String
+    /// The desktop's device ID (lower-cased).
+    public var desktopDeviceId: String
+    /// The desktop's name.
+    public var desktopName: String
+    /// The account the code belongs to; nil: any account may redeem it (the relay's own link desktop
+    /// without `--link-account`).
+    public var userId: String?
+    /// When it expires.
+    public var expiresAt: Moment
+    /// `expiresAt` as RFC 3339 on the relay's wall clock.
+    public var expiresAtText: String
+
+    /// Creates an offer.
+    public init(code: String, uri: String, desktopDeviceId: String, desktopName: String, userId: String?, expiresAt: Moment,
+                expiresAtText: String) {
+        self.code = code
+        self.uri = uri
+        self.desktopDeviceId = desktopDeviceId
+        self.desktopName = desktopName
+        self.userId = userId
+        self.expiresAt = expiresAt
+        self.expiresAtText = expiresAtText
+    }
 }

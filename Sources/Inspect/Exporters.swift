@@ -168,7 +168,8 @@ public struct PcapngExporter {
         return b
     }
 
-    /// Adds a record: text and binary frames and socket closes become packets; other records are skipped.
+    /// Adds a record: text and binary frames, pings, pongs (wire traces) and socket closes become packets;
+    /// other records are skipped.
     public mutating func add(_ rec: InspectedRecord) {
         let r = rec.record
         guard let g = r.generation else { return }
@@ -177,6 +178,8 @@ public struct PcapngExporter {
         switch r.kind {
         case .frameText: frame = Self.websocketFrame(opcode: 1, payload: r.payload)
         case .frameBinary: frame = Self.websocketFrame(opcode: 2, payload: r.payload)
+        case .ping: frame = Self.websocketFrame(opcode: 9, payload: Array(r.payload.prefix(125)))
+        case .pong: frame = Self.websocketFrame(opcode: 10, payload: Array(r.payload.prefix(125)))
         case .transportClosed:
             var p: [UInt8] = []
             if let c = rec.json?["code"]?.intValue, (1000...4999).contains(c) {

@@ -53,8 +53,11 @@ public struct InspectedRecord: Sendable {
             }
         case .frameBinary:
             terminal = try? TerminalFrame(decoding: r.payload)
-        case .marker, .transportOpened, .unknown:
+        case .marker, .ping, .pong, .unknown:
             break
+        case .transportOpened:
+            // Empty in machine traces; wire traces record the upgrade response (status, headers).
+            if !r.payload.isEmpty { json = try? JSONValue(parsing: r.payload) }
         case .header, .transportOpen, .transportClosed, .transportFailed, .timerFired, .input, .action, .dropped, .writerStopped:
             json = try? JSONValue(parsing: r.payload)
         }
@@ -92,10 +95,40 @@ public struct InspectedRecord: Sendable {
             return s
         case .frameBinary:
             return WireFrame.binary(r.payload).dissect().summary
+        case .ping, .pong:
+            return r.payload.isEmpty ? "\(r.kind.name) (no data)" : "\(r.kind.name) \(r.payload.count) bytes: \(Self.controlData(r.payload))"
+        case .transportOpen:
+            guard let j = json, let url = j["url"]?.stringValue else { break }
+            var s = url
+            if let d = j["deviceId"]?.stringValue { s += " device=\(d)" }
+            if let d = j["desktopId"]?.stringValue { s += " desktop=\(d)" }
+            if let c = j["clientType"]?.stringValue { s += " \(c)" }
+            if let p = j["peer"]?.stringValue { s += " from \(p)" }
+            return s
+        case .transportOpened:
+            if let status = json?["status"]?.intValue { return "upgraded \(status)" }
+            return "open"
+        case .transportClosed:
+            guard let j = json else { break }
+            let who = r.direction == .outbound ? "by the client" : "by the relay"
+            let code = j["code"]?.intValue.map { String($0) } ?? "no code"
+            let reason = j["reason"]?.stringValue ?? ""
+            return "closed \(who): \(code)" + (reason.isEmpty ? "" : " \"\(reason)\"") + (j["clean"]?.boolValue == false ? " (no close handshake)" : "")
+        case .transportFailed:
+            guard let j = json, let e = j["error"]?.stringValue else { break }
+            if let status = j["status"]?.intValue { return "refused \(status): \(e)" }
+            return "failed: \(e)"
         default:
-            let text = json?.jsonText ?? r.payloadText
-            return text.count > 160 ? String(text.prefix(160)) + "..." : text
+            break
         }
+        let text = json?.jsonText ?? r.payloadText
+        return text.count > 160 ? String(text.prefix(160)) + "..." : text
+    }
+
+    /// A ping or pong's application data: as text when it is printable UTF-8, otherwise hex.
+    static func controlData(_ data: [UInt8]) -> String {
+        if data.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) { return "\"" + String(decoding: data, as: UTF8.self) + "\"" }
+        return hexString(data)
     }
 
     /// `12.3ms`-style latency.
@@ -140,8 +173,13 @@ public struct InspectedRecord: Sendable {
             }
         case .marker:
             o["text"] = .string(r.payloadText)
-        case .unknown, .transportOpened:
+        case .ping, .pong:
+            o["bytes"] = .int(Int64(r.payload.count))
+            o["dataHex"] = .string(hexString(r.payload))
+        case .unknown:
             if !r.payload.isEmpty { o["bytes"] = .int(Int64(r.payload.count)) }
+        case .transportOpened:
+            if let json { o["json"] = json } else if !r.payload.isEmpty { o["bytes"] = .int(Int64(r.payload.count)) }
         case .header, .transportOpen, .transportClosed, .transportFailed, .timerFired, .input, .action, .dropped, .writerStopped:
             if let json { o["json"] = json } else if !r.payload.isEmpty { o["text"] = .string(r.payloadText) }
         }

@@ -41,6 +41,14 @@ public enum OfflineQueueSchema {
         ALTER TABLE offline_queue ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
         CREATE INDEX offline_queue_open ON offline_queue (state, id);
         """,
+        // 2 -> 3: device linking (docs/DEVICE_LINK.md): which phone identity linked the desktop, with
+        // which code, and which linked desktop the app connects to at launch (at most one row selected).
+        """
+        ALTER TABLE linked_devices ADD COLUMN mobile_device_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE linked_devices ADD COLUMN link_code TEXT;
+        ALTER TABLE linked_devices ADD COLUMN selected INTEGER NOT NULL DEFAULT 0 CHECK (selected IN (0, 1));
+        CREATE UNIQUE INDEX linked_devices_selected ON linked_devices (selected) WHERE selected = 1;
+        """,
     ]
 
     /// The version this build writes (`PRAGMA user_version` after the migrations).
@@ -343,15 +351,47 @@ public final class OfflineQueueStore {
     @discardableResult
     public func linkDevice(_ device: LinkedDevice) throws(OfflineQueueError) -> ConflictOutcome {
         try db.transaction { () throws(OfflineQueueError) in
-            let q = try db.prepare("SELECT server_timestamp FROM linked_devices WHERE device_id = ?")
-            try q.bind(.text(device.deviceId))
-            let stored = try q.step() ? q.int(0) : nil
-            q.reset()
-            if let stored, stored >= device.serverTimestamp { return .keptStored(serverTimestamp: stored) }
+            if let kept = try newerLinkRecord(than: device) { return kept }
             try db.prepare("INSERT OR REPLACE INTO linked_devices (device_id, name, linked_at, server_timestamp) VALUES (?, ?, ?, ?)")
                 .bind(.text(device.deviceId), .text(device.name), .int(device.linkedAt), .int(device.serverTimestamp)).run()
             return .applied
         }
+    }
+
+    /// Records a desktop linked with a code by phone `mobileDeviceId` and selects it (the one the app
+    /// connects to at launch), in one transaction. A stored record with an equal or newer server
+    /// timestamp is kept (and stays as selected as it was).
+    @discardableResult
+    public func recordLink(_ device: LinkedDevice, mobileDeviceId: String, code: String) throws(OfflineQueueError) -> ConflictOutcome {
+        try db.transaction { () throws(OfflineQueueError) in
+            if let kept = try newerLinkRecord(than: device) { return kept }
+            try db.exec("UPDATE linked_devices SET selected = 0 WHERE selected = 1")
+            try db.prepare("""
+                INSERT OR REPLACE INTO linked_devices (device_id, name, linked_at, server_timestamp, mobile_device_id, link_code, selected)
+                VALUES (?, ?, ?, ?, ?, ?, 1)
+                """)
+                .bind(.text(device.deviceId), .text(device.name), .int(device.linkedAt), .int(device.serverTimestamp),
+                      .text(mobileDeviceId), .text(code)).run()
+            return .applied
+        }
+    }
+
+    /// `.keptStored` when the stored record of `device` has an equal or newer server timestamp (inside a
+    /// transaction), nil when `device` may be written.
+    private func newerLinkRecord(than device: LinkedDevice) throws(OfflineQueueError) -> ConflictOutcome? {
+        let q = try db.prepare("SELECT server_timestamp FROM linked_devices WHERE device_id = ?")
+        try q.bind(.text(device.deviceId))
+        let stored = try q.step() ? q.int(0) : nil
+        q.reset()
+        guard let stored, stored >= device.serverTimestamp else { return nil }
+        return .keptStored(serverTimestamp: stored)
+    }
+
+    /// The selected linked desktop (the most recent link), if any: the app connects to it at launch.
+    public func selectedDesktop() throws(OfflineQueueError) -> LinkedDevice? {
+        let s = try db.prepare("SELECT device_id, name, linked_at, server_timestamp FROM linked_devices WHERE selected = 1")
+        defer { s.reset() }
+        return try s.step() ? LinkedDevice(deviceId: s.text(0), name: s.text(1), linkedAt: s.int(2), serverTimestamp: s.int(3)) : nil
     }
 
     /// Every linked desktop, by device ID.

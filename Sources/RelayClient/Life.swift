@@ -88,7 +88,7 @@ extension RelayClientMachine {
     mutating func endSession() {
         if resumeCredentials != nil {
             resumeCredentials = nil
-            emit(.clearResumeCredentials(key: configuration.resumeKey, ownership: resumeOwnership))
+            emit(.clearResumeCredentials(key: resumeKey, ownership: resumeOwnership))
         }
         stop(.sessionEnded)
     }
@@ -131,7 +131,7 @@ extension RelayClientMachine {
     mutating func interestInput(_ input: InterestInput) {
         switch input {
         case .claim(let id, let session):
-            applyInterest(interest.claim(id, desktopId: configuration.desktopId, baseSessionId: session, at: now))
+            applyInterest(interest.claim(id, desktopId: desktopId, baseSessionId: session, at: now))
         case .confirmVisible(let id):
             applyInterest(interest.confirmVisible(id, at: now))
         case .release(let id):
@@ -142,8 +142,8 @@ extension RelayClientMachine {
     mutating func applyInterest(_ effects: [InterestEffect]) {
         for effect in effects {
             switch effect {
-            case .send(let desktopId, let lease):
-                guard desktopId == configuration.desktopId else { continue }
+            case .send(let leaseDesktop, let lease):
+                guard leaseDesktop == desktopId else { continue }
                 guard case .registered(let g, _) = phase else {
                     applyInterest(interest.deliveryFailed(desktopId: desktopId, at: now, rng: &rng))
                     continue

@@ -97,6 +97,11 @@ extension RelayClientMachine {
     /// otherwise a socket is opened and probed after registration.
     mutating func startRecovery(_ reason: EpochReason) {
         guard isRunning else { return ignored("recovery (\(reason.rawValue))") }
+        guard !desktopId.isEmpty else {
+            // No desktop to recover: back to waiting for a link (from the background, say).
+            if case .suspended = phase { suspend(.notLinked) }
+            return ignored("recovery (\(reason.rawValue)) with no linked desktop")
+        }
         openEpoch(reason)
         if networkPath == .unsatisfied {
             return endEpoch(showing: .temporarilyOffline(.noNetworkPath))
@@ -108,7 +113,7 @@ extension RelayClientMachine {
             for (id, _) in armedTimers { if case .reconnect = id { cancel(id) } }
             reconnectAttempt = 0
             openNextGeneration()
-        case .connecting, .registering, .idle, .stopped:
+        case .connecting, .registering, .linking, .idle, .stopped:
             return  // probed once registered
         }
     }

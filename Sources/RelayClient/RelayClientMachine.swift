@@ -26,9 +26,9 @@ public struct RelayClientMachine: Sendable {
     /// The resume credentials the client holds (SPEC A7).
     public internal(set) var resumeCredentials: ResumeCredentials?
     /// The ownership generation the token store granted this client.
-    public private(set) var resumeOwnership: UInt64 = 0
+    public internal(set) var resumeOwnership: UInt64 = 0
     /// The times of the invalid resumes still inside the rolling window (SPEC A7).
-    public private(set) var recentInvalidResumes: [Moment] = []
+    public internal(set) var recentInvalidResumes: [Moment] = []
     /// The highest relay `eventId` seen (sent as `lastEventId` in `register`).
     public private(set) var lastEventId: Int64?
     /// The time of the last input handled.
@@ -69,6 +69,12 @@ public struct RelayClientMachine: Sendable {
     /// The key of the queued mutation in flight.
     public internal(set) var offlineDraining: String?
 
+    /// The desktop this phone talks to: ``ClientConfiguration/desktopId`` (the linked desktop the app
+    /// loaded at launch), then the one each link made; empty while none is linked.
+    public internal(set) var desktopId: String
+    /// The link in progress (docs/DEVICE_LINK.md), if any.
+    public internal(set) var linkAttempt: LinkAttempt?
+
     var pendingStart: StartParameters?
     var registrationAttempt: AttemptID?
     var httpAttempts: [AuthRequestID: AttemptID] = [:]
@@ -100,7 +106,11 @@ public struct RelayClientMachine: Sendable {
         // A11: one app-session ID per launch, from the seeded generator.
         self.interest = TimelineInterestCoordinator(appSessionId: rng.uuidString())
         self.rng = rng
+        desktopId = configuration.desktopId
     }
+
+    /// The resume-token key of the current pair: `<device ID>::<desktop ID>` (SPEC A7).
+    public var resumeKey: String { ResumeTokenStore.key(deviceId: configuration.wireDeviceId, desktopId: desktopId) }
 
     /// The armed timers with their deadlines, in arming order.
     public var armedTimers: [(id: TimerID, deadline: Moment)] {
@@ -130,6 +140,7 @@ public struct RelayClientMachine: Sendable {
             stop(.stopped)
         case .transportOpened(let g):
             guard isCurrent(g, "transportOpened") else { return }
+            if phase == .linking(g) { return sendLinkRedeem(on: g) }
             guard phase == .connecting(g) else { return ignored("transportOpened") }
             setPhase(.registering(g))
             sendRegister(on: g)
@@ -151,7 +162,7 @@ public struct RelayClientMachine: Sendable {
             guard isCurrent(g, "sendFailed") else { return }
             if transient, case .text(let text) = frame, text == lastInterestFrame {
                 // A11: a failed interest delivery follows the coordinator's retry policy, not A6's.
-                applyInterest(interest.deliveryFailed(desktopId: configuration.desktopId, at: now, rng: &rng))
+                applyInterest(interest.deliveryFailed(desktopId: desktopId, at: now, rng: &rng))
             } else if transient {
                 lastRetrySlot += 1
                 sendRetries[lastRetrySlot] = HeldSend(generation: g, frame: frame, attempt: attempt + 1)
@@ -169,8 +180,8 @@ public struct RelayClientMachine: Sendable {
             appStateChanged(state)
         case .desktopMediaPlaying(let playing):
             mediaPlaying = playing
-        case .push(.desktopOnline(let desktopId)):
-            guard desktopId == configuration.desktopId else { return ignored("desktop_online push for \(desktopId)") }
+        case .push(.desktopOnline(let pushed)):
+            guard pushed == desktopId else { return ignored("desktop_online push for \(pushed)") }
             startRecovery(.desktopOnlinePush)
         case .identity(let input):
             applyIdentity(identity.handle(input))
@@ -184,9 +195,11 @@ public struct RelayClientMachine: Sendable {
             offlineQueueInUse = true
             offlineQueue = mutations
             drainOfflineQueue()
+        case .link(let input):
+            linkInput(input)
         case .snapshotProcessed:
             let leases = interest
-            let desktop = configuration.desktopId
+            let desktop = desktopId
             applyIngress(ingress.snapshotProcessed(at: now) { leases.isLeased(desktopId: desktop, sessionId: $0) })
         }
     }
@@ -208,6 +221,12 @@ public struct RelayClientMachine: Sendable {
         resumeOwnership = p.resumeOwnership
         recentInvalidResumes = []
         reconnectAttempt = 0
+        connectUnlessSuspended()
+    }
+
+    /// Opens the next socket, unless there is no network path or the app is in the background without
+    /// desktop-backed media (then the matching suspension).
+    mutating func connectUnlessSuspended() {
         if networkPath == .unsatisfied {
             suspend(.noNetworkPath)
         } else if appState == .background, !mediaPlaying {
@@ -224,6 +243,7 @@ public struct RelayClientMachine: Sendable {
             retire(g)
         }
         pendingStart = nil
+        if linkAttempt != nil { abandonLink(.connectionFailed("client stopped")) }
         applyIngress(ingress.discardWaiting(at: now))
         // The login and its refresh outlive a stopped relay client; everything else stops here.
         for (id, _) in armedTimers {
@@ -243,6 +263,8 @@ public struct RelayClientMachine: Sendable {
     }
 
     mutating func openNextGeneration() {
+        // No desktop linked yet: nothing to connect to until a link code is entered.
+        guard !desktopId.isEmpty else { return suspend(.notLinked) }
         let g = lastGeneration.next
         lastGeneration = g
         generation = g
@@ -264,7 +286,7 @@ public struct RelayClientMachine: Sendable {
             HTTPHeader("X-Device-ID", configuration.wireDeviceId),
             HTTPHeader("X-Token-Binding", configuration.wireDeviceId),
             HTTPHeader("X-Client-Type", ClientConstants.clientType),
-            HTTPHeader("X-Target-Desktop-Device-ID", configuration.desktopId),
+            HTTPHeader("X-Target-Desktop-Device-ID", desktopId),
         ]
     }
 
@@ -274,6 +296,7 @@ public struct RelayClientMachine: Sendable {
     mutating func failConnection(_ failure: ConnectionFailure, socketAlreadyGone: Bool) {
         guard let g = generation else { return }
         emit(.connectionFailed(g, failure))
+        if linkAttempt?.generation == g, linkAttempt?.accepted == nil { abandonLink(.connectionFailed(failure.description)) }
         if !socketAlreadyGone {
             emit(.closeTransport(g, code: ClientConstants.closeCode, reason: failure.description))
         }
@@ -284,11 +307,14 @@ public struct RelayClientMachine: Sendable {
     /// Makes `g` no longer current: cancels its timers and drops its held sends.
     mutating func retire(_ g: Generation) {
         generation = nil
+        if linkAttempt?.generation == g {
+            if linkAttempt?.accepted == nil { abandonLink(.connectionFailed("the link socket \(g) closed")) } else { linkAttempt?.generation = nil }
+        }
         if let attempt = registrationAttempt {
             region.abandon(attempt)
             registrationAttempt = nil
         }
-        applyInterest(interest.connectionLost(desktopId: configuration.desktopId, at: now))
+        applyInterest(interest.connectionLost(desktopId: desktopId, at: now))
         for (id, _) in armedTimers where id.generation == g { cancel(id) }
         sendRetries = sendRetries.filter { $0.value.generation != g }
     }
@@ -316,7 +342,7 @@ public struct RelayClientMachine: Sendable {
             resumeToken: resumeCredentials?.resumeToken,
             lastEventId: lastEventId,
             relayProtocolVersion: ClientConstants.relayProtocolVersion,
-            targetDesktopDeviceId: configuration.desktopId)
+            targetDesktopDeviceId: desktopId)
         send(.register(payload), on: g)
         arm(.handshake(g), at: now + tuning.handshakeTimeout)
     }
@@ -334,7 +360,7 @@ public struct RelayClientMachine: Sendable {
         }
         registeredDuringEpoch()
         drainOfflineQueue()
-        applyInterest(interest.registered(desktopId: configuration.desktopId, at: now))
+        applyInterest(interest.registered(desktopId: desktopId, at: now))
     }
 
     /// A3: a `registered`/`resumed` completes the attempt only if it was bound to the current origin.
@@ -354,7 +380,7 @@ public struct RelayClientMachine: Sendable {
         }
         if resumeCredentials != nil {
             resumeCredentials = nil
-            emit(.clearResumeCredentials(key: configuration.resumeKey, ownership: resumeOwnership))
+            emit(.clearResumeCredentials(key: resumeKey, ownership: resumeOwnership))
         }
         let t = now
         recentInvalidResumes.removeAll { t - $0 >= ClientConstants.invalidResumeWindow }
@@ -392,13 +418,14 @@ public struct RelayClientMachine: Sendable {
     }
 
     private mutating func receive(_ message: RelayMessage, on g: Generation) {
+        if phase == .linking(g) { return linkReceive(message, on: g) }
         switch message {
         case .registered(let r):
             guard phase == .registering(g) else { return unexpected(message, on: g) }
             guard registrationCompletes(on: g) else { return }
             let credentials = ResumeCredentials(relaySessionId: r.relaySessionId ?? r.sessionId, resumeToken: r.resumeToken)
             resumeCredentials = credentials
-            emit(.storeResumeCredentials(key: configuration.resumeKey, credentials, ownership: resumeOwnership))
+            emit(.storeResumeCredentials(key: resumeKey, credentials, ownership: resumeOwnership))
             registered(on: g, relaySessionId: credentials.relaySessionId)
         case .resumed(let r):
             guard phase == .registering(g) else { return unexpected(message, on: g) }
@@ -418,10 +445,10 @@ public struct RelayClientMachine: Sendable {
         case .event(let e):
             if let id = e.eventId { lastEventId = max(lastEventId ?? id, id) }
             let leases = interest
-            let desktop = configuration.desktopId
+            let desktop = desktopId
             applyIngress(ingress.accept(e, at: now) { leases.isLeased(desktopId: desktop, sessionId: $0) })
             if e.eventType == EventNames.deviceStatus, let status = try? DeviceStatus(json: e.payload),
-               status.deviceId == configuration.desktopId {
+               status.deviceId == desktopId {
                 relayReported(status.status)
             }
         case .pong:

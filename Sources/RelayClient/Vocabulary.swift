@@ -231,6 +231,8 @@ public enum ClientInput: Sendable, Hashable {
     case snapshotProcessed
     /// SPEC Part B: what the offline queue's store holds.
     case offlineQueue(OfflineQueueInput)
+    /// Device linking (seed 003): a code typed or scanned, and the store's answer to `link(.store)`.
+    case link(LinkInput)
 }
 
 /// A11: what chat views tell the timeline-interest coordinator (for the client's target desktop).
@@ -392,6 +394,9 @@ public enum ConnectionPhase: Sendable, Hashable, CustomStringConvertible {
     case registering(Generation)
     /// Registered (or resumed) with the relay.
     case registered(Generation, relaySessionId: String)
+    /// A socket of this generation is open (or opening) to link a desktop with a code
+    /// (docs/DEVICE_LINK.md): `link.redeem` instead of `register`.
+    case linking(Generation)
     /// Waiting to open the next socket (reconnect attempt `attempt`).
     case waitingToReconnect(attempt: Int)
     /// A9: no socket on purpose until the reason goes away (no network path, app in the background).
@@ -402,7 +407,7 @@ public enum ConnectionPhase: Sendable, Hashable, CustomStringConvertible {
     /// The generation this phase concerns, if any.
     public var generation: Generation? {
         switch self {
-        case .connecting(let g), .registering(let g), .registered(let g, _): g
+        case .connecting(let g), .registering(let g), .registered(let g, _), .linking(let g): g
         case .idle, .waitingToReconnect, .suspended, .stopped: nil
         }
     }
@@ -414,6 +419,7 @@ public enum ConnectionPhase: Sendable, Hashable, CustomStringConvertible {
         case .connecting(let g): "connecting(\(g))"
         case .registering(let g): "registering(\(g))"
         case .registered(let g, let s): "registered(\(g), \(s))"
+        case .linking(let g): "linking(\(g))"
         case .waitingToReconnect(let a): "waitingToReconnect(\(a))"
         case .suspended(let r): "suspended(\(r.rawValue))"
         case .stopped(let r): "stopped(\(r))"
@@ -427,6 +433,8 @@ public enum SuspendReason: String, Sendable, Hashable {
     case noNetworkPath
     /// The app is in the background and no desktop-backed media is playing.
     case background
+    /// No desktop is linked yet: the app waits for a link code (docs/DEVICE_LINK.md).
+    case notLinked
 }
 
 /// A9: what the app shows for the target desktop.
@@ -570,6 +578,8 @@ public enum ClientAction: Sendable, Hashable {
     case offlineQueue(OfflineQueueEffect)
     /// SPEC Part B: a queued mutation was answered or refused for good (failures are reported here).
     case offlineMutationFinished(idempotencyKey: String, CallOutcome)
+    /// Device linking: store the linked desktop (SPEC Part B `linked_devices`), and how a link ended.
+    case link(LinkEffect)
     /// A PTC1 terminal output frame for the app.
     case deliverTerminalOutput(TerminalFrame)
     /// The connection phase changed.

@@ -96,6 +96,8 @@ extension RelayMessage {
         case .error(let e):
             parts.append(e.code.rawValue)
             parts.append("\"\(e.message)\"")
+        case .link(let l):
+            parts += l.summaryParts
         case .legacy:
             parts.append("(pre-1.6 kind)")
         case .unknown:

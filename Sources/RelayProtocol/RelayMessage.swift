@@ -39,6 +39,9 @@ public enum RelayMessage: Sendable, Hashable {
     case resumed(Resumed)
     /// `error` (relay -> client).
     case error(RelayErrorMessage)
+    /// `link.create`, `link.created`, `link.redeem`, `link.accepted`: device linking (this project's
+    /// design, see ``DeviceLink``).
+    case link(LinkMessage)
     /// An older message kind (seed 003: `terminal_output`, `job_status`, `session_sync`,
     /// `rpc_command`), kept raw.
     case legacy(kind: String, raw: JSONValue)
@@ -96,6 +99,7 @@ public enum RelayMessage: Sendable, Hashable {
         case .registered: TypeName.registered
         case .resumed: TypeName.resumed
         case .error: TypeName.error
+        case .link(let l): l.typeName
         case .legacy(let kind, _): kind
         case .unknown(let type, _): type ?? "?"
         }
@@ -153,6 +157,8 @@ public enum RelayMessage: Sendable, Hashable {
             self = .resumed(try Resumed(reading: RelayMessage.fields(top, payloadFirst: false, probe: "sessionId")))
         case TypeName.error:
             self = .error(try RelayErrorMessage(reading: RelayMessage.fields(top, payloadFirst: false, probe: "code")))
+        case LinkMessage.TypeName.create, LinkMessage.TypeName.created, LinkMessage.TypeName.redeem, LinkMessage.TypeName.accepted:
+            self = .link(try LinkMessage(type: type, top: top))
         default:
             if TypeName.legacyKinds.contains(type) {
                 self = .legacy(kind: type, raw: json)
@@ -352,6 +358,7 @@ public enum RelayMessage: Sendable, Hashable {
         case .registered(let r): r.write(into: &b, form: form)
         case .resumed(let r): r.write(into: &b)
         case .error(let e): e.write(into: &b)
+        case .link(let l): b.set("payload", l.payload)
         case .legacy(_, let raw), .unknown(_, let raw): return raw
         }
         return b.value

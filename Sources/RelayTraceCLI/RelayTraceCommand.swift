@@ -33,8 +33,8 @@ public enum RelayTraceCommand {
         name: "relaytrace",
         abstract: "Record-and-replay debugger for the PlanToCode relay client: inspect and check trace files.",
         options: [OptionSpec(long: "version", help: "Show the version.")],
-        subcommands: [InfoCommand.spec, VerifyCommand.spec, FramesCommand.spec, SimulateCommand.spec, CaptureCommand.spec, RelayCommand.spec, ReplayCommand.spec, ShowCommand.spec, StatsCommand.spec,
-                      TimelineCommand.spec, DiffCommand.spec, ExportCommand.spec, RedactCommand.spec, LintCommand.spec,
+        subcommands: [InfoCommand.spec, VerifyCommand.spec, FramesCommand.spec, SimulateCommand.spec, CaptureCommand.spec, RelayCommand.spec, ProxyCommand.spec, ReplayCommand.spec, ShowCommand.spec, StatsCommand.spec,
+                      TimelineCommand.spec, DiffCommand.spec, ExportCommand.spec, RedactCommand.spec, LintCommand.spec, CheckCommand.spec,
                       CommandSpec(name: "help", abstract: "Show subcommand help information.")])
 
     static func dispatch(_ args: [String], _ ctx: CLIContext) -> ExitCode {

@@ -79,6 +79,9 @@ enum ReplayCommand {
         if json && (args.flag("step") || args.value("perturb") != nil) {
             return RelayTraceCommand.usageError(UsageError(message: "--format json is for a replay's result; --step and --perturb write text", commandPath: command), ctx)
         }
+        if let source = (try? TraceReader(path: path))?.header.wireSource {
+            return wireTraceRefused(path: path, source: source, ctx)
+        }
         if let seeds = args.value("perturb") {
             guard !args.flag("step"), !args.flag("what-if"), args.value("until") == nil, args.value("break") == nil else {
                 return RelayTraceCommand.usageError(UsageError(message: "--perturb runs the whole trace per seed; it does not take --step, --what-if, --until or --break", commandPath: command), ctx)
@@ -206,6 +209,18 @@ enum ReplayCommand {
         }
         ctx.stdout.line(JSONValue.object(o).prettyText())
         return code
+    }
+
+    // MARK: Wire traces
+
+    /// `replay` on a wire trace (recorded by the relay, the proxy or an in-app recorder): it holds what
+    /// crossed the wire, not a client machine's inputs, so there is nothing to rebuild a machine from.
+    /// Says what the trace can be used for instead; exit 65.
+    static func wireTraceRefused(path: String, source: String, _ ctx: CLIContext) -> ExitCode {
+        ctx.stderr.line("Error: \(path) is a wire trace (recorded by the \(source)): it holds what crossed the wire for a client, not the inputs of RelayTrace's client machine, so strict, what-if and perturbation replay cannot run on it.")
+        ctx.stderr.line("  What works on it: relaytrace check \(path)   (the SPEC's rules observable on the wire),")
+        ctx.stderr.line("  and every inspect command: info, frames, show, stats, timeline, diff, export, lint, redact.")
+        return .dataError
     }
 
     // MARK: Watch-channel traces
@@ -348,6 +363,7 @@ enum ReplayCommand {
         case .connecting: "connecting"
         case .registering: "registering"
         case .registered: "registered"
+        case .linking: "linking"
         case .waitingToReconnect: "waitingToReconnect"
         case .suspended: "suspended"
         case .stopped: "stopped"

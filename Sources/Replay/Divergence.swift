@@ -90,38 +90,6 @@ public struct Divergence: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Differences between two JSON values, by JSONPath.
-public enum JSONDiff {
-    /// Every path where `a` and `b` differ (canonically: `1` equals `1.0`), in a stable order.
-    public static func differences(_ a: JSONValue, _ b: JSONValue, path: String = "$") -> [String] {
-        switch (a, b) {
-        case (.object(let x), .object(let y)):
-            var out: [String] = []
-            for key in Set(x.keys).union(y.keys).sorted() {
-                let p = path + "." + key
-                switch (x[key], y[key]) {
-                case (let u?, let v?): out += differences(u, v, path: p)
-                case (let u?, nil): out.append("\(p): expected \(u.jsonText), missing")
-                case (nil, let v?): out.append("\(p): not expected, got \(v.jsonText)")
-                case (nil, nil): break
-                }
-            }
-            return out
-        case (.array(let x), .array(let y)):
-            var out: [String] = []
-            for i in 0..<max(x.count, y.count) {
-                let p = "\(path)[\(i)]"
-                if i >= x.count { out.append("\(p): not expected, got \(y[i].jsonText)") }
-                else if i >= y.count { out.append("\(p): expected \(x[i].jsonText), missing") }
-                else { out += differences(x[i], y[i], path: p) }
-            }
-            return out
-        default:
-            return a.canonicallyEquals(b) ? [] : ["\(path): expected \(a.jsonText), got \(b.jsonText)"]
-        }
-    }
-}
-
 /// The SPEC rule an action or input belongs to, for failure messages.
 public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
     /// The SPEC section, e.g. `A6`.
@@ -150,6 +118,7 @@ public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
             case "register": return SpecRule(section: "A6/A7", summary: "register (1.6 form, stored session and token)")
             case "heartbeat": return SpecRule(section: "A6", summary: "heartbeat every 5 s after registration")
             case "rpc.request": return SpecRule(section: "A8", summary: "requests, keys, traceparent, timeouts")
+            case "link.redeem": return SpecRule(section: "Part B", summary: "device link by code or QR (docs/DEVICE_LINK.md)")
             case "event":
                 if json["payload"]?["eventType"] == "chat:timeline-interest" {
                     return SpecRule(section: "A11", summary: "timeline interest renewed every 20 s, re-issued after registration")
@@ -184,6 +153,9 @@ public struct SpecRule: Sendable, Equatable, CustomStringConvertible {
             else if name.hasPrefix("identity.") { SpecRule(section: "A1", summary: "identity gate") }
             else if name.hasPrefix("region.") { SpecRule(section: "A3", summary: "region persisted before published; attempts bound to their origin") }
             else if name.hasPrefix("auth.") { SpecRule(section: "A2", summary: "login and token refresh") }
+            else if name.hasPrefix("link.") {
+                SpecRule(section: "Part B", summary: "device link: the desktop stored in linked_devices before the phone connects to it")
+            }
             else { nil }
         }
     }

@@ -1,5 +1,6 @@
 public import Capture
-import DevRelay
+public import DevRelay
+import OfflineQueue
 public import Net
 public import RelayClient
 public import RelayProtocol
@@ -21,6 +22,15 @@ public struct LiveClientOptions: Sendable {
     public var snapshotProcessing: Duration = .milliseconds(40)
     /// Where the session is recorded (nil: not recorded).
     public var capture: ClientCapture?
+    /// The phone's SQLite file (SPEC Part B): links are written to its `linked_devices` (nil: a link's
+    /// store fails).
+    public var databasePath: String?
+    /// When the user links the desktop: at that moment the code the desktop shows is typed (or its QR
+    /// scanned); nil: no link.
+    public var link: SimulatedLink?
+    /// What the desktop shows at the moment of the link: the link code, or nil when it shows none yet
+    /// (the embedded relay's last issued code, or `capture --link-code`).
+    public var linkCode: @Sendable () -> LinkCodeOffer? = { nil }
 
     /// Options for `configuration` and `jwt`.
     public init(configuration: ClientConfiguration, jwt: String) {
@@ -54,6 +64,7 @@ public final class LiveClient: Sendable {
         case input(ClientInput)
         case timer(TimerID, Moment)
         case opened(Generation, WebSocketChannel)
+        case link(scanned: Bool)
         case stop
     }
 
@@ -64,6 +75,7 @@ public final class LiveClient: Sendable {
         var tokens = ResumeTokenStore()
         var summary = LiveClientSummary()
         var stopped = false
+        var store: OfflineQueueStore?
     }
 
     /// The options.
@@ -76,7 +88,9 @@ public final class LiveClient: Sendable {
     /// A session with `options`; nothing happens until ``run(for:)``.
     public init(options: LiveClientOptions) {
         self.options = options
-        state = Mutex(State(machine: RelayClientMachine(configuration: options.configuration)))
+        var s = State(machine: RelayClientMachine(configuration: options.configuration))
+        if let path = options.databasePath { s.store = try? OfflineQueueStore(path: path) }
+        state = Mutex(s)
     }
 
     /// The current moment on the session clock.
@@ -94,6 +108,9 @@ public final class LiveClient: Sendable {
         loop.post(.input(.start(StartParameters(jwt: options.jwt, storedResume: claim.credentials, resumeOwnership: claim.ownership))))
         for step in options.steps where step.at < Moment.zero + duration {
             loop.schedule(.input(step.input), at: start + .nanoseconds(step.at.nanoseconds))
+        }
+        if let link = options.link, link.at < Moment.zero + duration {
+            loop.schedule(.link(scanned: link.scanned), at: start + .nanoseconds(link.at.nanoseconds))
         }
         loop.schedule(.stop, at: start + duration)
         done.wait()
@@ -125,7 +142,14 @@ public final class LiveClient: Sendable {
                 return
             }
             startReader(g, channel)
+            count("opened")
             feed(.transportOpened(g))
+        case .link(let scanned):
+            guard let code = options.linkCode() else {
+                count("linkCodeMissing")
+                return
+            }
+            feed(.link(scanned ? .scanCode(code.uri) : .enterCode(code.code)))
         case .stop:
             feed(.stop)
             let channels = state.withLock { s -> [WebSocketChannel] in
@@ -192,9 +216,30 @@ public final class LiveClient: Sendable {
             count("events")
         case .callCompleted:
             count("calls")
+        case .link(.store(let desktop)):
+            storeLink(desktop)
+        case .link(.finished(let outcome)):
+            if case .linked = outcome { count("linked") } else { count("linkFailed") }
         default:
             return
         }
+    }
+
+    /// Writes the linked desktop to `linked_devices` and claims the new pair's resume key.
+    private func storeLink(_ desktop: LinkedDesktop) {
+        let answer = state.withLock { s -> LinkInput in
+            guard let store = s.store else { return .storeFailed("no database (LiveClientOptions.databasePath)") }
+            do {
+                try store.recordLink(LinkedDevice(deviceId: desktop.deviceId, name: desktop.name, linkedAt: desktop.linkedAt,
+                                                  serverTimestamp: desktop.linkedAt),
+                                     mobileDeviceId: s.machine.configuration.wireDeviceId, code: s.machine.linkAttempt?.code ?? "")
+            } catch {
+                return .storeFailed("\(error)")
+            }
+            let claim = s.tokens.claim(ResumeTokenStore.key(deviceId: s.machine.configuration.wireDeviceId, desktopId: desktop.deviceId))
+            return .stored(ownership: claim.ownership, storedResume: claim.credentials)
+        }
+        post(.input(.link(answer)))
     }
 
     private func connect(_ g: Generation, url: String, headers: [HTTPHeader]) {

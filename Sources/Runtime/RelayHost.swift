@@ -3,14 +3,17 @@ public import Net
 import RelayProtocol
 import Synchronization
 import WebSocket
+public import WireRecording
 
-/// The development relay and the simulated desktop behind a real server socket (`relaytrace relay`): any
-/// client (python, the iOS app in a simulator, `relaytrace capture`) can register, resume, call and
-/// receive events as against the real relay (PROTOCOL.md), with faults on cue.
+/// The development relay behind a real server socket (`relaytrace relay`): any client (python, the iOS
+/// app in a simulator, `relaytrace capture`, a real desktop) can register, resume, call, receive events
+/// and link devices as against the real relay (PROTOCOL.md, docs/DEVICE_LINK.md), with faults on cue.
+/// The relay machine simulates the desktops phones name (``RelayHostDesktops``) inside itself: every
+/// socket here is a real client's.
 ///
-/// Socket threads post what they read to one serial loop, which alone runs the relay and desktop
-/// machines and performs their actions; an upgrade waits for the relay's decision (401 for a bad bearer,
-/// 101 otherwise). Logs one line per connection event.
+/// Socket threads post what they read to one serial loop, which alone runs the relay machine and
+/// performs its actions; an upgrade waits for the relay's decision (401 for a bad bearer, 101
+/// otherwise). Logs one line per connection event; link codes go to `onLinkCode`.
 public final class RelayHost: Sendable {
     /// The URL clients connect to, e.g. `ws://127.0.0.1:54321/ws/device-link`.
     public let url: String
@@ -19,13 +22,24 @@ public final class RelayHost: Sendable {
     private let core: RelayHostCore
     private let server: WebSocketServer
 
-    /// Listens on `host:port` (0: an ephemeral port) with `tls` (nil: plain `ws`), starts the desktop, and
-    /// applies `faults` (relay and desktop directives; client directives are logged and skipped).
-    /// `wallClockOrigin` is the Unix time in milliseconds that the relay's timestamps count from.
+    /// Listens on `host:port` (0: an ephemeral port) with `tls` (nil: plain `ws`), starts the relay (and
+    /// the desktops of `desktops.atStart`), and applies `faults` (relay and desktop directives; client
+    /// directives are logged and skipped). `wallClockOrigin` is the Unix time in milliseconds that the
+    /// relay's timestamps count from. `onLinkCode` gets every link code the relay issues (on its loop).
+    /// With a `recorder`, every client connection the relay serves is recorded as a wire trace: one
+    /// generation per socket in accept order, its upgrade, every message both ways, pings, pongs, the
+    /// close (the caller closes the recorder after ``stop()``). The desktops the relay simulates are inside
+    /// the relay machine and not recorded; real desktops' sockets are.
     public init(host: String = "127.0.0.1", port: UInt16 = 0, tls: TLSServerContext? = nil,
                 faults: FaultScript = FaultScript(directives: []), seed: UInt64 = 1, wallClockOrigin: Int64,
-                log: @escaping @Sendable (String) -> Void = { _ in }) throws(NetError) {
-        let core = RelayHostCore(seed: seed, wallClockOrigin: wallClockOrigin, log: log)
+                desktops: RelayHostDesktops = RelayHostDesktops(), recorder: WireRecorder? = nil,
+                log: @escaping @Sendable (String) -> Void = { _ in },
+                onLinkCode: @escaping @Sendable (LinkCodeOffer) -> Void = { _ in }) throws(NetError) {
+        var configuration = DevRelayConfiguration(seed: seed &+ 1, wallClockOrigin: wallClockOrigin)
+        configuration.simulatedDesktops = desktops.simulation
+        configuration.offlineDesktops = Set(desktops.offline.map { $0.lowercased() })
+        configuration.desktopsAtStart = desktops.atStart
+        let core = RelayHostCore(configuration: configuration, recorder: recorder, log: log, onLinkCode: onLinkCode)
         try core.startLoop()
         self.core = core
         server = try WebSocketServer(
@@ -45,13 +59,27 @@ public final class RelayHost: Sendable {
     }
 }
 
-/// The relay host's machines and their serial loop.
+/// Which desktops a ``RelayHost``'s relay simulates (docs/DEVICE_LINK.md).
+public struct RelayHostDesktops: Sendable {
+    /// For which targets a desktop is simulated (default: any desktop, any account).
+    public var simulation: DesktopSimulation = .any
+    /// Desktop IDs never simulated (their phones get `-32010`).
+    public var offline: [String] = []
+    /// Desktops up from the start; by default the link desktop: ``RelayConstants/defaultDesktopId``,
+    /// open to any account, offering link codes.
+    public var atStart: [StartingDesktop] = [
+        StartingDesktop(deviceId: RelayConstants.defaultDesktopId, userId: nil, offersLinkCode: true),
+    ]
+
+    /// The defaults.
+    public init() {}
+}
+
+/// The relay host's machine and its serial loop.
 final class RelayHostCore: Sendable {
     enum Event: Sendable {
         case relay(RelayInput)
         case relayTimer(RelayTimer, Moment)
-        case desktop(DesktopInput)
-        case desktopTimer(DesktopTimer, Moment)
         case fault(Fault)
     }
 
@@ -62,27 +90,28 @@ final class RelayHostCore: Sendable {
 
     struct State {
         var relay: DevRelay
-        var desktop: SimulatedDesktop
         var relayTimers: [RelayTimer: Moment] = [:]
-        var desktopTimers: [DesktopTimer: Moment] = [:]
         var channels: [ConnectionID: WebSocketChannel] = [:]
         var decisions: [ConnectionID: Decision] = [:]
         var byKey: [String: ConnectionID] = [:]
-        var desktopConnection: ConnectionID?
         var lastConnection: UInt64 = 0
+        /// Each recorded client connection's socket in the wire trace (`relay --record`).
+        var recorded: [ConnectionID: WireSocket] = [:]
     }
 
     private let start = ContinuousClock.now
     private let state: Mutex<State>
     private let loop = Mutex<SerialLoop<Event>?>(nil)
     private let log: @Sendable (String) -> Void
+    private let recorder: WireRecorder?
+    private let onLinkCode: @Sendable (LinkCodeOffer) -> Void
 
-    init(seed: UInt64, wallClockOrigin: Int64, log: @escaping @Sendable (String) -> Void) {
+    init(configuration: DevRelayConfiguration, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void,
+         onLinkCode: @escaping @Sendable (LinkCodeOffer) -> Void) {
         self.log = log
-        let desktop = SimulatedDesktop(configuration: SimulatedDesktopConfiguration(
-            deviceId: "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4", userId: "user-dev", seed: seed &+ 2))
-        state = Mutex(State(relay: DevRelay(configuration: DevRelayConfiguration(seed: seed &+ 1, wallClockOrigin: wallClockOrigin)),
-                            desktop: desktop))
+        self.recorder = recorder
+        self.onLinkCode = onLinkCode
+        state = Mutex(State(relay: DevRelay(configuration: configuration)))
     }
 
     var now: Moment { Moment(nanoseconds: (ContinuousClock.now - start).nanoseconds) }
@@ -93,7 +122,7 @@ final class RelayHostCore: Sendable {
     }
 
     func begin(faults: FaultScript) {
-        post(.desktop(.start))
+        post(.relay(.start))
         for f in faults.schedule {
             loop.withLock { $0 }?.schedule(.fault(f.fault), at: start + .nanoseconds(f.at.nanoseconds))
         }
@@ -107,6 +136,7 @@ final class RelayHostCore: Sendable {
         l?.stop()
         let pending = state.withLock { s -> [Decision] in
             defer { s.decisions.removeAll() }
+            for id in s.decisions.keys { s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the relay is stopping") }
             return Array(s.decisions.values)
         }
         for d in pending {
@@ -128,6 +158,9 @@ final class RelayHostCore: Sendable {
             let id = ConnectionID(s.lastConnection)
             s.decisions[id] = d
             s.byKey[request.key] = id
+            if let recorder {
+                s.recorded[id] = recorder.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
+            }
             return id
         }
         guard let id, loop.withLock({ $0 }) != nil else { return .refuse(status: 503) }
@@ -140,31 +173,49 @@ final class RelayHostCore: Sendable {
 
     /// Runs on an accepted connection's thread: registers the channel and reads until it closes.
     func serve(_ channel: WebSocketChannel, _ request: WebSocketUpgradeRequest) {
-        guard let id = state.withLock({ s -> ConnectionID? in
+        guard let (id, socket) = state.withLock({ s -> (ConnectionID, WireSocket?)? in
             guard let id = s.byKey.removeValue(forKey: request.key) else { return nil }
             s.channels[id] = channel
-            return id
+            return (id, s.recorded[id])
         }) else { return }
         while true {
             let event: WebSocketEvent
             do { event = try channel.receive() } catch {
+                socket?.failed("connection lost: \(error)")
                 post(.relay(.closed(id, code: 1006, reason: "\(error)")))
                 break
             }
             switch event {
-            case .text(let t): post(.relay(.frame(id, .text(t))))
-            case .binary(let b): post(.relay(.frame(id, .binary(b))))
-            case .ping, .pong: continue
+            case .text(let t):
+                socket?.sent(.text(t))
+                post(.relay(.frame(id, .text(t))))
+            case .binary(let b):
+                socket?.sent(.binary(b))
+                post(.relay(.frame(id, .binary(b))))
+            case .ping(let data):
+                // The channel answers pings itself (its pong is already queued): record both.
+                socket?.ping(data, .outbound)
+                socket?.pong(data, .inbound)
+                continue
+            case .pong(let data):
+                socket?.pong(data, .outbound)
+                continue
             case .closed(let code, let reason):
+                let onWire = code == .noStatusReceived || code == .abnormalClosure ? nil : Int(code.rawValue)
+                socket?.closed(code: onWire, reason: reason, byClient: true, clean: code != .abnormalClosure)
                 post(.relay(.closed(id, code: code.rawValue, reason: reason)))
             case .protocolError(let e):
                 // The relay failed the connection (it sent the close frame): say why, not just the code.
+                socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
                 post(.relay(.closed(id, code: e.closeCode.rawValue, reason: "failed by the relay: \(e.message)")))
             }
             if case .closed = event { break }
             if case .protocolError = event { break }
         }
-        state.withLock { _ = $0.channels.removeValue(forKey: id) }
+        state.withLock { s in
+            s.channels.removeValue(forKey: id)
+            s.recorded.removeValue(forKey: id)
+        }
     }
 
     // MARK: The loop
@@ -181,19 +232,10 @@ final class RelayHostCore: Sendable {
                 return true
             }
             if due { relayActions(state.withLock { $0.relay.handle(.timerFired(timer), at: t) }) }
-        case .desktop(let input):
-            desktopActions(state.withLock { $0.desktop.handle(input, at: t) })
-        case .desktopTimer(let timer, let deadline):
-            let due = state.withLock { s -> Bool in
-                guard s.desktopTimers[timer] == deadline else { return false }
-                s.desktopTimers[timer] = nil
-                return true
-            }
-            if due { desktopActions(state.withLock { $0.desktop.handle(.timerFired(timer), at: t) }) }
         case .fault(let fault):
             switch fault {
             case .relay(let f): relayActions(state.withLock { $0.relay.handle(.fault(f), at: t) })
-            case .desktop(let f): desktopActions(state.withLock { $0.desktop.handle(.fault(f), at: t) })
+            case .desktop(let f): relayActions(state.withLock { $0.relay.handle(.desktopFault(f), at: t) })
             case .client(let f): log("\(t) fault for the client skipped (no client here): \(f)")
             }
         }
@@ -203,41 +245,30 @@ final class RelayHostCore: Sendable {
         for a in actions {
             switch a {
             case .acceptUpgrade(let c), .refuseUpgrade(let c, _, _):
-                let (decision, isDesktop) = state.withLock { s in (s.decisions.removeValue(forKey: c), s.desktopConnection == c) }
-                if isDesktop {
-                    if case .refuseUpgrade(_, let status, _) = a {
-                        state.withLock { $0.desktopConnection = nil }
-                        post(.desktop(.refused(status: status)))
-                    } else {
-                        post(.desktop(.connected))
-                    }
-                    continue
-                }
-                guard let decision else { continue }
+                guard let decision = state.withLock({ $0.decisions.removeValue(forKey: c) }) else { continue }
+                let socket = state.withLock { $0.recorded[c] }
                 if case .refuseUpgrade(_, let status, let reason) = a {
+                    socket?.refused(status: status, reason: reason)
+                    state.withLock { _ = $0.recorded.removeValue(forKey: c) }
                     decision.value.withLock { $0 = .refuse(status: status, body: reason) }
                 } else {
+                    socket?.opened(status: 101)
                     decision.value.withLock { $0 = .accept() }
                 }
                 decision.ready.signal()
             case .send(let c, let frame):
-                let (channel, isDesktop) = state.withLock { s in (s.channels[c], s.desktopConnection == c) }
-                if isDesktop {
-                    post(.desktop(.frame(frame)))
-                } else if let channel {
+                let (channel, socket) = state.withLock { s in (s.channels[c], s.recorded[c]) }
+                if let channel {
+                    socket?.received(frame)
                     switch frame {
                     case .text(let text): try? channel.send(text: text)
                     case .binary(let bytes): try? channel.send(binary: bytes)
                     }
                 }
             case .close(let c, let code, let reason):
-                let (channel, isDesktop) = state.withLock { s in (s.channels[c], s.desktopConnection == c) }
-                if isDesktop {
-                    state.withLock { $0.desktopConnection = nil }
-                    post(.desktop(.closed(code: code, reason: reason)))
-                } else {
-                    try? channel?.close(code: code.map { WebSocketCloseCode($0) }, reason: reason)
-                }
+                let channel = state.withLock { $0.channels[c] }
+                state.withLock { $0.recorded[c] }?.closed(code: code.map { Int($0) }, reason: reason, byClient: false)
+                try? channel?.close(code: code.map { WebSocketCloseCode($0) }, reason: reason)
             case .armTimer(let timer, let deadline):
                 state.withLock { $0.relayTimers[timer] = deadline }
                 loop.withLock { $0 }?.schedule(.relayTimer(timer, deadline), at: start + .nanoseconds(deadline.nanoseconds))
@@ -245,34 +276,8 @@ final class RelayHostCore: Sendable {
                 state.withLock { _ = $0.relayTimers.removeValue(forKey: timer) }
             case .log(let line):
                 log(line)
-            }
-        }
-    }
-
-    private func desktopActions(_ actions: [DesktopAction]) {
-        for a in actions {
-            switch a {
-            case .connect(let request):
-                let id = state.withLock { s -> ConnectionID in
-                    s.lastConnection += 1
-                    let id = ConnectionID(s.lastConnection)
-                    s.desktopConnection = id
-                    return id
-                }
-                post(.relay(.upgrade(id, request)))
-            case .send(let frame):
-                if let c = state.withLock({ $0.desktopConnection }) { post(.relay(.frame(c, frame))) }
-            case .close(let code, let reason):
-                if let c = state.withLock({ s -> ConnectionID? in defer { s.desktopConnection = nil }; return s.desktopConnection }) {
-                    post(.relay(.closed(c, code: code, reason: reason)))
-                }
-            case .armTimer(let timer, let deadline):
-                state.withLock { $0.desktopTimers[timer] = deadline }
-                loop.withLock { $0 }?.schedule(.desktopTimer(timer, deadline), at: start + .nanoseconds(deadline.nanoseconds))
-            case .cancelTimer(let timer):
-                state.withLock { _ = $0.desktopTimers.removeValue(forKey: timer) }
-            case .log(let line):
-                log("desktop: \(line)")
+            case .linkCodeIssued(let offer):
+                onLinkCode(offer)
             }
         }
     }

@@ -13,9 +13,41 @@ public struct SelfSignedIdentity: Sendable {
     /// The directory holding both (remove it when done).
     public let directory: String
 
-    /// Makes a new identity.
-    public static func generate() throws -> SelfSignedIdentity {
+    /// Makes a new identity in a new private temporary directory, valid for `localhost`, `127.0.0.1`,
+    /// `::1` and the extra `names` (host names, or IP addresses, e.g. the machine's address on the
+    /// network a phone uses).
+    public static func generate(names: [String] = []) throws -> SelfSignedIdentity {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relaytrace-tls-\(UUID().uuidString)")
+        return try generate(in: dir.path, names: names)
+    }
+
+    /// The identity kept in `directory` (`cert.pem`, `key.pem`) when both files are there, else a new one
+    /// written there (the directory is made, mode 0700). A proxy that keeps its certificate this way is
+    /// trusted once by a phone or simulator and stays trusted across runs.
+    public static func loadOrGenerate(in directory: String, names: [String] = []) throws -> (identity: SelfSignedIdentity, new: Bool) {
+        let cert = (directory as NSString).appendingPathComponent("cert.pem")
+        let key = (directory as NSString).appendingPathComponent("key.pem")
+        if FileManager.default.fileExists(atPath: cert), FileManager.default.fileExists(atPath: key) {
+            return (SelfSignedIdentity(certificatePath: cert, privateKeyPath: key, directory: directory), false)
+        }
+        return (try generate(in: directory, names: names), true)
+    }
+
+    /// The SHA-256 fingerprint of the certificate in `certificatePath` (the DER bytes), as
+    /// colon-separated upper-case hex pairs, as browsers and iOS' certificate details show it.
+    public static func sha256Fingerprint(certificatePath: String) throws -> String {
+        guard let bio = BIO_new_file(certificatePath, "r") else { throw IdentityError("cannot read \(certificatePath)") }
+        defer { BIO_free(bio) }
+        guard let x = PEM_read_bio_X509(bio, nil, nil, nil) else { throw IdentityError("\(certificatePath) holds no PEM certificate") }
+        defer { X509_free(x) }
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        guard X509_digest(x, EVP_sha256(), &digest, &length) == 1, length == 32 else { throw IdentityError("X509_digest failed") }
+        return digest.map { b in let h = String(b, radix: 16, uppercase: true); return h.count == 1 ? "0" + h : h }.joined(separator: ":")
+    }
+
+    private static func generate(in directory: String, names: [String]) throws -> SelfSignedIdentity {
+        let dir = URL(fileURLWithPath: directory)
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let cert = dir.appendingPathComponent("cert.pem").path
         let key = dir.appendingPathComponent("key.pem").path
@@ -39,7 +71,9 @@ public struct SelfSignedIdentity: Sendable {
               X509_set_issuer_name(x, name) == 1 else { throw IdentityError("building the certificate failed") }
         var v3 = X509V3_CTX()
         X509V3_set_ctx(&v3, x, x, nil, nil, 0)
-        for (nid, value) in [(NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1,IP:::1"), (NID_basic_constraints, "critical,CA:TRUE"),
+        let extra = names.map { n in n.contains(":") || n.allSatisfy({ $0.isNumber || $0 == "." }) ? "IP:\(n)" : "DNS:\(n)" }
+        let alternativeNames = (["DNS:localhost", "IP:127.0.0.1", "IP:::1"] + extra).joined(separator: ",")
+        for (nid, value) in [(NID_subject_alt_name, alternativeNames), (NID_basic_constraints, "critical,CA:TRUE"),
                              (NID_key_usage, "critical,digitalSignature,keyCertSign"), (NID_ext_key_usage, "serverAuth")] {
             guard let ext = X509V3_EXT_conf_nid(nil, &v3, nid, value) else { throw IdentityError("extension \(value) failed") }
             defer { X509_EXTENSION_free(ext) }

@@ -35,7 +35,8 @@ public struct SimulationSetup: Sendable {
     public var storedLogin: StoredLogin?
     /// Resume credentials in the client's store at start-up (nil: none).
     public var storedResume: ResumeCredentials?
-    /// One-way network latency between the client and the relay (and the desktop and the relay).
+    /// One-way network latency between the client and the relay, and between the relay and its
+    /// simulated desktops.
     public var latency: Duration = .milliseconds(15)
     /// How long the UI takes to process a delivered snapshot.
     public var snapshotProcessing: Duration = .milliseconds(40)
@@ -43,9 +44,17 @@ public struct SimulationSetup: Sendable {
     public var desktopSnapshotInterval: Duration = .seconds(3)
     /// Lifetime of a JWT the simulated auth server issues on refresh.
     public var refreshedTokenLifetime: Duration = .seconds(3600)
-    /// SPEC Part B: the offline queue's SQLite file (nil: no offline queue). A real file: it survives the
-    /// client restarts below.
+    /// SPEC Part B: the phone's SQLite file (nil: none). A real file: it survives the client restarts
+    /// below. The offline queue reads its pending rows from it at start (when `offlineQueueInUse`); links
+    /// are written to its `linked_devices`.
     public var offlineQueuePath: String?
+    /// Whether the client loads the offline queue from the file at start (`offlineQueue(.loaded)`).
+    public var offlineQueueInUse = true
+    /// When the user links the desktop (docs/DEVICE_LINK.md): the code the desktop shows is typed or its
+    /// QR scanned at that moment (nil: no link).
+    public var link: SimulatedLink?
+    /// The desktop that offers link codes and its account (the phone's, so the account check passes).
+    public var linkDesktopId = "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4"
     /// Moments at which the client process is killed and started again (its sockets vanish, its memory is
     /// lost; the keychain's resume tokens and the offline queue's file survive).
     public var clientRestarts: [Moment] = []
@@ -58,6 +67,19 @@ public struct SimulationSetup: Sendable {
         self.client = client
         self.steps = steps
         self.faults = faults
+    }
+}
+
+/// When and how the simulated user links a desktop.
+public struct SimulatedLink: Sendable, Hashable {
+    /// When the code is entered.
+    public var at: Moment
+    /// Scanned from the QR (true) or typed (false).
+    public var scanned: Bool
+    /// Creates one.
+    public init(at: Moment, scanned: Bool) {
+        self.at = at
+        self.scanned = scanned
     }
 }
 
@@ -83,10 +105,8 @@ public struct Simulation {
     public let setup: SimulationSetup
     /// The client under test.
     public private(set) var client: RelayClientMachine
-    /// The relay.
+    /// The relay (and, inside it, the simulated desktops).
     public private(set) var relay: DevRelay
-    /// The desktop.
-    public private(set) var desktop: SimulatedDesktop
     /// The client's resume-token store (the keychain).
     public private(set) var tokens = ResumeTokenStore()
     /// The virtual time.
@@ -97,20 +117,19 @@ public struct Simulation {
         case clientTimer(TimerID)
         case relay(RelayInput)
         case relayTimer(RelayTimer)
-        case desktop(DesktopInput)
-        case desktopTimer(DesktopTimer)
         case fault(Fault)
         case step(ClientInput)
         case restartClient
+        case enterLinkCode(scanned: Bool)
     }
 
     private var queue = TimedQueue<Event>()
     private var clientTimers: [TimerID: Moment] = [:]
     private var relayTimers: [RelayTimer: Moment] = [:]
-    private var desktopTimers: [DesktopTimer: Moment] = [:]
     private var connectionOf: [Generation: ConnectionID] = [:]
     private var generationOf: [ConnectionID: Generation] = [:]
-    private var desktopConnection: ConnectionID?
+    /// The last link code the relay issued (what the desktop shows).
+    private var shownCode: LinkCodeOffer?
     private var lastConnection: UInt64 = 0
     private var counts: [String: Int] = [:]
     private var inputCount = 0
@@ -132,9 +151,13 @@ public struct Simulation {
         var config = setup.client
         config.seed = setup.seed
         client = RelayClientMachine(configuration: config)
-        relay = DevRelay(configuration: DevRelayConfiguration(seed: setup.seed &+ 1))
-        desktop = SimulatedDesktop(configuration: SimulatedDesktopConfiguration(
-            deviceId: config.desktopId, userId: userId, seed: setup.seed &+ 2, snapshotInterval: setup.desktopSnapshotInterval))
+        var relayConfiguration = DevRelayConfiguration(seed: setup.seed &+ 1)
+        relayConfiguration.desktopSnapshotInterval = setup.desktopSnapshotInterval
+        relayConfiguration.desktopLatency = setup.latency
+        // The phone's desktop is up from the start (a linking phone's: the one that offers the code).
+        let startDesktop = config.desktopId.isEmpty ? setup.linkDesktopId : config.desktopId
+        relayConfiguration.desktopsAtStart = [StartingDesktop(deviceId: startDesktop, userId: userId, offersLinkCode: setup.link != nil)]
+        relay = DevRelay(configuration: relayConfiguration)
         lastLogin = setup.storedLogin
         if let path = setup.offlineQueuePath {
             do { store = try OfflineQueueStore(path: path) } catch { counts["offlineQueueErrors", default: 0] += 1 }
@@ -153,7 +176,7 @@ public struct Simulation {
         let end = Moment.zero + setup.duration
         // The app launches: the desktop connects; the client reads its identity, claims its resume key
         // and starts.
-        schedule(.desktop(.start), at: .zero)
+        schedule(.relay(.start), at: .zero)
         schedule(.client(.networkPath(.satisfied(.wifi))), at: .zero)
         schedule(.client(.identity(.start)), at: .zero)
         for f in setup.faults.schedule { schedule(.fault(f.fault), at: f.at) }
@@ -165,6 +188,7 @@ public struct Simulation {
         }
         scheduleClientStart(at: .zero)
         for t in setup.clientRestarts where t <= end { schedule(.restartClient, at: t) }
+        if let link = setup.link, link.at <= end { schedule(.enterLinkCode(scanned: link.scanned), at: link.at) }
 
         while let next = queue.nextTime, next <= end {
             guard let (t, event) = queue.pop() else { break }
@@ -178,7 +202,7 @@ public struct Simulation {
 
     /// The app's start-up: the offline queue read from its file, a resume-key claim, `start`.
     private mutating func scheduleClientStart(at t: Moment) {
-        if let store, let pending = try? store.pending() {
+        if let store, setup.offlineQueueInUse, let pending = try? store.pending() {
             let mutations = pending.map { q in
                 OfflineMutation(idempotencyKey: q.mutation.idempotencyKey, method: q.mutation.method,
                                 params: (try? JSONValue(parsing: q.mutation.paramsJSON)) ?? .object([:]),
@@ -233,26 +257,24 @@ public struct Simulation {
             guard relayTimers[t] == now else { return }
             relayTimers[t] = nil
             perform(relay.handle(.timerFired(t), at: now))
-        case .desktop(let input):
-            perform(desktop.handle(input, at: now))
-        case .desktopTimer(let t):
-            guard desktopTimers[t] == now else { return }
-            desktopTimers[t] = nil
-            perform(desktop.handle(.timerFired(t), at: now))
         case .restartClient:
             restartClient()
+        case .enterLinkCode(let scanned):
+            // The user reads the code off the desktop (or points the camera at its QR).
+            guard let code = shownCode else { return }
+            feedClient(.link(scanned ? .scanCode(code.uri) : .enterCode(code.code)))
         case .fault(let fault):
             counts["faults", default: 0] += 1
             switch fault {
             case .relay(let f): perform(relay.handle(.fault(f), at: now))
-            case .desktop(let f): perform(desktop.handle(.fault(f), at: now))
+            case .desktop(let f): perform(relay.handle(.desktopFault(f), at: now))
             case .client(let f): clientFault(f)
             }
         }
     }
 
     private mutating func clientFault(_ f: ClientFault) {
-        for input in f.clientInputs(desktopId: client.configuration.desktopId, appState: client.appState) { feedClient(input) }
+        for input in f.clientInputs(desktopId: client.desktopId, appState: client.appState) { feedClient(input) }
     }
 
     // MARK: The client
@@ -313,9 +335,30 @@ public struct Simulation {
             offlineStore(effect)
         case .offlineMutationFinished:
             counts["offlineFinished", default: 0] += 1
+        case .link(.store(let desktop)):
+            storeLink(desktop)
+        case .link(.finished(let outcome)):
+            if case .linked = outcome { counts["linked", default: 0] += 1 } else { counts["linkFailed", default: 0] += 1 }
         default:
             return
         }
+    }
+
+    /// Writes a linked desktop to `linked_devices` of the real SQLite file and claims the new pair's resume
+    /// key, then tells the client (a store write takes 5 ms).
+    private mutating func storeLink(_ desktop: LinkedDesktop) {
+        guard let store else {
+            return schedule(.client(.link(.storeFailed("no database"))), at: now + .milliseconds(5))
+        }
+        do {
+            try store.recordLink(LinkedDevice(deviceId: desktop.deviceId, name: desktop.name, linkedAt: desktop.linkedAt,
+                                              serverTimestamp: desktop.linkedAt),
+                                 mobileDeviceId: client.configuration.wireDeviceId, code: client.linkAttempt?.code ?? "")
+        } catch {
+            return schedule(.client(.link(.storeFailed("\(error)"))), at: now + .milliseconds(5))
+        }
+        let claim = tokens.claim(ResumeTokenStore.key(deviceId: client.configuration.wireDeviceId, desktopId: desktop.deviceId))
+        schedule(.client(.link(.stored(ownership: claim.ownership, storedResume: claim.credentials))), at: now + .milliseconds(5))
     }
 
     /// Performs an offline-queue write on the real SQLite file.
@@ -368,30 +411,20 @@ public struct Simulation {
             case .acceptUpgrade(let c):
                 if let g = generationOf[c] {
                     schedule(.client(.transportOpened(g)), at: now + setup.latency)
-                } else if c == desktopConnection {
-                    schedule(.desktop(.connected), at: now + setup.latency)
                 }
             case .refuseUpgrade(let c, let status, _):
                 if let g = generationOf.removeValue(forKey: c) {
                     connectionOf[g] = nil
                     schedule(.client(.transportFailed(g, .upgradeRefused(status: status))), at: now + setup.latency)
-                } else if c == desktopConnection {
-                    desktopConnection = nil
-                    schedule(.desktop(.refused(status: status)), at: now + setup.latency)
                 }
             case .send(let c, let frame):
                 if let g = generationOf[c] {
                     schedule(.client(.transportFrame(g, frame)), at: now + setup.latency)
-                } else if c == desktopConnection {
-                    schedule(.desktop(.frame(frame)), at: now + setup.latency)
                 }
             case .close(let c, let code, let reason):
                 if let g = generationOf.removeValue(forKey: c) {
                     connectionOf[g] = nil
                     schedule(.client(.transportClosed(g, code: code, reason: reason)), at: now + setup.latency)
-                } else if c == desktopConnection {
-                    desktopConnection = nil
-                    schedule(.desktop(.closed(code: code, reason: reason)), at: now + setup.latency)
                 }
             case .armTimer(let t, let deadline):
                 relayTimers[t] = deadline
@@ -400,32 +433,8 @@ public struct Simulation {
                 relayTimers[t] = nil
             case .log:
                 continue
-            }
-        }
-    }
-
-    private mutating func perform(_ actions: [DesktopAction]) {
-        for a in actions {
-            switch a {
-            case .connect(let request):
-                lastConnection += 1
-                let c = ConnectionID(lastConnection)
-                desktopConnection = c
-                schedule(.relay(.upgrade(c, request)), at: now + setup.latency)
-            case .send(let frame):
-                if let c = desktopConnection { schedule(.relay(.frame(c, frame)), at: now + setup.latency) }
-            case .close(let code, let reason):
-                if let c = desktopConnection {
-                    desktopConnection = nil
-                    schedule(.relay(.closed(c, code: code, reason: reason)), at: now + setup.latency)
-                }
-            case .armTimer(let t, let deadline):
-                desktopTimers[t] = deadline
-                queue.push(.desktopTimer(t), at: deadline)
-            case .cancelTimer(let t):
-                desktopTimers[t] = nil
-            case .log:
-                continue
+            case .linkCodeIssued(let offer):
+                shownCode = offer
             }
         }
     }

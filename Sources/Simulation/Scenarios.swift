@@ -31,6 +31,11 @@ public struct Scenario: Sendable {
     public var offlineQueue: Bool = false
     /// When the client process is killed and restarted.
     public var clientRestarts: [Moment] = []
+    /// The phone starts with no linked desktop and links one with the desktop's code (docs/DEVICE_LINK.md).
+    public var link: SimulatedLink?
+
+    /// The desktop the phone starts with: the simulation's, or none for a linking scenario.
+    public var startingDesktopId: String { link == nil ? SimulationIdentity.desktopId : "" }
 
     /// The set-up of this scenario for `seed` and `duration`, for a client with `configuration`.
     public func setup(seed: UInt64, duration: Duration? = nil, configuration: ClientConfiguration) throws(FaultScriptError) -> SimulationSetup {
@@ -56,6 +61,10 @@ public struct Scenario: Sendable {
         s.snapshotProcessing = snapshotProcessing
         s.desktopSnapshotInterval = desktopSnapshotInterval
         s.clientRestarts = clientRestarts
+        if let link {
+            s.link = link
+            s.offlineQueueInUse = offlineQueue
+        }
         return s
     }
 
@@ -89,7 +98,7 @@ extension Scenario {
     }
 
     /// Every scenario of `relaytrace simulate`, in the order `--help` lists them.
-    public static let all: [Scenario] = relayScenarios + [offlineQueueScenario]
+    public static let all: [Scenario] = relayScenarios + [offlineQueueScenario, linkScenario]
 
     static let relayScenarios: [Scenario] = [
         Scenario(
@@ -200,6 +209,24 @@ extension Scenario {
         return s
     }()
 
+    /// Seed 003's device link: the phone starts with no linked desktop; a malformed code is refused
+    /// without a socket, an unknown one by the relay, then the desktop's QR links it: the desktop is stored
+    /// in `linked_devices` (SQLite) and the phone registers with it, calls it and holds a lease.
+    public static let linkScenario: Scenario = {
+        var s = Scenario(
+            name: "link",
+            summary: "an unlinked phone links the desktop: a malformed code, an unknown one (linkCodeInvalid), then its QR; stored in linked_devices, then registered, an RPC and a lease",
+            defaultDuration: .seconds(30),
+            faults: "",
+            steps: [
+                ScenarioStep(at: .seconds(1), .link(.enterCode("hello"))),
+                ScenarioStep(at: .seconds(2), .link(.enterCode("abcd efgh"))),
+                call(1, "session.list", at: 8), claim(1, "sess-link", at: 10), call(2, "system.ping", at: 12), release(1, at: 25),
+            ])
+        s.link = SimulatedLink(at: .seconds(4), scanned: true)
+        return s
+    }()
+
     /// The scenario called `name`.
     public static func named(_ name: String) -> Scenario? { all.first { $0.name == name } }
 }
@@ -208,15 +235,18 @@ extension Scenario {
 public enum SimulationIdentity {
     /// The simulated phone's configuration (a `wss` URL on the development relay's name; no socket is
     /// opened in a simulation).
-    public static func configuration(seed: UInt64) -> ClientConfiguration {
+    public static func configuration(seed: UInt64, desktopId: String = desktopId) -> ClientConfiguration {
         do {
             return try ClientConfiguration(deviceId: "5B0E6C8A-1F5D-4D8E-9A53-2A1C9B6F0E11", deviceName: "Simulated iPhone",
-                                           desktopId: "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4",
+                                           desktopId: desktopId,
                                            relayURL: "wss://relay.simulated.invalid/ws/device-link", seed: seed)
         } catch {
             preconditionFailure("the simulation identity's URL is a constant wss URL: \(error)")
         }
     }
+
+    /// The simulated phone's desktop (the one a linking scenario links).
+    public static let desktopId = "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4"
 
     /// The wall-clock start written into simulated traces (the development relay's clock origin), so the
     /// same seed writes the same bytes.
@@ -246,10 +276,10 @@ public enum ScenarioRunner {
     /// `path`; returns the result and the writer's summary.
     public static func simulate(_ scenario: Scenario, seed: UInt64, duration: Duration? = nil, path: String,
                                 overwrite: Bool = true) throws -> (SimulationResult, TraceWriterSummary) {
-        let config = SimulationIdentity.configuration(seed: seed)
+        let config = SimulationIdentity.configuration(seed: seed, desktopId: scenario.startingDesktopId)
         var setup = try scenario.setup(seed: seed, duration: duration, configuration: config)
         var queueFile: String?
-        if scenario.offlineQueue {
+        if scenario.offlineQueue || scenario.link != nil {
             queueFile = path + ".offline-queue.sqlite"
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: queueFile! + suffix) }
             setup.offlineQueuePath = queueFile

@@ -29,6 +29,7 @@ public struct Redactor: Sendable, Hashable {
         "authorization", "resumetoken", "jwt", "token", "accesstoken", "refreshtoken", "appjwt",
         "x-token-binding", "tokenbinding", "bearer", "pkceverifier", "authcode", "pollingid",
         "password", "passwd", "passphrase", "secret", "clientsecret", "apikey", "privatekey",
+        "cookie", "set-cookie", "proxy-authorization",
     ]
     /// The prefix of every placeholder.
     public static let placeholderPrefix = "rt:redacted:"
@@ -226,11 +227,13 @@ public struct Redactor: Sendable, Hashable {
         return table
     }()
 
-    /// Whether `b[start...]` is a secret key name (any case) followed by a quote.
-    /// The secret key names by their UTF-8 length (the longest, `x-token-binding`, has 15 bytes).
+    /// The longest secret key name, in UTF-8 bytes (`proxy-authorization`, 19).
+    private static let longestSecretKey = secretKeyBytes.map(\.count).max() ?? 0
+
+    /// The secret key names by their UTF-8 length.
     private static let secretKeysByLength: [[[UInt8]]] = {
-        var table = [[[UInt8]]](repeating: [], count: 16)
-        for key in secretKeyBytes where key.count < table.count { table[key.count].append(key) }
+        var table = [[[UInt8]]](repeating: [], count: longestSecretKey + 1)
+        for key in secretKeyBytes { table[key.count].append(key) }
         return table
     }()
 
@@ -238,7 +241,7 @@ public struct Redactor: Sendable, Hashable {
     /// No key byte can match a `"` (`"` | 0x20 is still `"`), so only the keys as long as the distance to
     /// the first quote can match: that quote is found first, then only those keys are compared.
     private static func quotedSecretKey(_ b: UnsafeBufferPointer<UInt8>, at start: Int) -> Bool {
-        let limit = min(b.count, start + 16)
+        let limit = min(b.count, start + longestSecretKey + 1)
         var j = start
         while j < limit, b[j] != 0x22 { j += 1 }
         guard j < limit else { return false }

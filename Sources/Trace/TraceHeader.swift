@@ -72,6 +72,21 @@ public struct TraceHeader: Sendable, Hashable {
         self.extra = extra
     }
 
+    /// The `wire` member of a *wire trace* (one written by the recording relay, the recording proxy or the
+    /// in-app recorder: what crossed the wire for any client, with no client inputs; TRACE_FORMAT.md §14):
+    /// `{"source": "relay" | "proxy" | "recorder", ...}`. Nil for a machine trace (`capture`, `simulate`).
+    public var wire: JSONValue? {
+        get { extra["wire"] }
+        set { extra["wire"] = newValue }
+    }
+
+    /// Where a wire trace came from (`relay`, `proxy`, `recorder`, or another writer's name); nil for a
+    /// machine trace.
+    public var wireSource: String? { wire?["source"]?.stringValue ?? (wire == nil ? nil : "unknown") }
+
+    /// Whether this is a wire trace (see ``wire``).
+    public var isWireTrace: Bool { wire != nil }
+
     /// The header as JSON (`seed` as a decimal string: JSON numbers cannot hold every `UInt64`).
     public var json: JSONValue {
         var o = extra

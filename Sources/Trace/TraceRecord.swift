@@ -30,6 +30,10 @@ public enum RecordKind: Sendable, Hashable, CustomStringConvertible {
     case dropped
     /// The writer stopped early: JSON `{reason}`. Written only if the writer still could.
     case writerStopped
+    /// A WebSocket ping on `generation` in `direction` (wire traces); payload = its application data.
+    case ping
+    /// A WebSocket pong on `generation` in `direction` (wire traces); payload = its application data.
+    case pong
     /// A kind this build does not know (a newer writer): preserved, skippable.
     case unknown(UInt16)
 
@@ -49,6 +53,8 @@ public enum RecordKind: Sendable, Hashable, CustomStringConvertible {
         case .marker: 11
         case .dropped: 12
         case .writerStopped: 13
+        case .ping: 14
+        case .pong: 15
         case .unknown(let raw): raw
         }
     }
@@ -69,12 +75,14 @@ public enum RecordKind: Sendable, Hashable, CustomStringConvertible {
         case 11: self = .marker
         case 12: self = .dropped
         case 13: self = .writerStopped
+        case 14: self = .ping
+        case 15: self = .pong
         default: self = .unknown(rawValue)
         }
     }
 
     /// Every kind this build knows, in on-disk order.
-    public static let known: [RecordKind] = (1...13).map { RecordKind(rawValue: $0) }
+    public static let known: [RecordKind] = (1...15).map { RecordKind(rawValue: $0) }
 
     /// The name used by the CLI and the docs, e.g. `frameText`; `unknown(42)` for unknown kinds.
     public var name: String {
@@ -92,6 +100,8 @@ public enum RecordKind: Sendable, Hashable, CustomStringConvertible {
         case .marker: "marker"
         case .dropped: "dropped"
         case .writerStopped: "writerStopped"
+        case .ping: "ping"
+        case .pong: "pong"
         case .unknown(let raw): "unknown(\(raw))"
         }
     }
@@ -99,10 +109,10 @@ public enum RecordKind: Sendable, Hashable, CustomStringConvertible {
     /// Whether the payload of this kind is JSON (and so goes through redaction).
     public var hasJSONPayload: Bool {
         switch self {
-        case .header, .transportOpen, .frameText, .transportClosed, .transportFailed, .timerFired, .input,
-            .action, .dropped, .writerStopped:
+        case .header, .transportOpen, .transportOpened, .frameText, .transportClosed, .transportFailed, .timerFired,
+            .input, .action, .dropped, .writerStopped:
             true
-        case .transportOpened, .frameBinary, .marker, .unknown:
+        case .frameBinary, .marker, .ping, .pong, .unknown:
             false
         }
     }

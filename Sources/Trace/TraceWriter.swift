@@ -142,6 +142,15 @@ public final class TraceWriter: Sendable {
         core.append(record)
     }
 
+    /// Queues `record` with its time taken from `clock` at the moment it enters the queue, under the
+    /// queue's lock, and never earlier than the last record stamped this way: records appended from
+    /// several threads are then in time order in the file without a lock of the caller's own (the wire
+    /// recorder's). Otherwise as ``append(_:)``.
+    @discardableResult
+    public func append(_ record: TraceRecord, stampedBy clock: () -> Moment) -> Bool {
+        core.append(record, stamp: clock)
+    }
+
     /// Blocks until every record appended before the call is written to the file (as a chunk, with
     /// `write(2)`), or the writer has stopped.
     public func flush() {
@@ -182,6 +191,8 @@ private struct SharedState {
     var blockedProducers = 0
     /// Drops not yet turned into a `dropped` record.
     var drops = Drops()
+    /// The last time given by `append(_:stampedBy:)`'s clock (stamped times never go back).
+    var lastStamp: Moment = .zero
     /// Every record refused by `append`.
     var producerDropped: UInt64 = 0
     var producerOversized: UInt64 = 0
@@ -233,15 +244,28 @@ private final class WriterCore: Sendable {
     let capacity: Int
     let blockWhenFull: Bool
 
+    /// Queued records at which a producer wakes a sleeping writer.
+    let wakeBatch: Int
+    /// How long a writer with no open chunk sleeps before it looks at the queue again.
+    static let idlePoll: Duration = .milliseconds(200)
+
     init(capacity: Int, blockWhenFull: Bool) {
         self.capacity = capacity
         self.blockWhenFull = blockWhenFull
+        wakeBatch = max(1, min(capacity / 8, 1024))
         var s = SharedState()
         s.queue.reserveCapacity(min(capacity, 4096))
         state = Mutex(s)
     }
 
-    func append(_ record: TraceRecord) -> Bool {
+    func append(_ record: TraceRecord) -> Bool { append(record, stamped: false) { .zero } }
+
+    func append(_ record: TraceRecord, stamp: () -> Moment) -> Bool { append(record, stamped: true, stamp) }
+
+    /// Queues `record`; with `stamped`, its time is `stamp()` read under the queue lock, clamped to the
+    /// last stamped time.
+    private func append(_ record: TraceRecord, stamped: Bool, _ stamp: () -> Moment) -> Bool {
+        var record = record
         while blockWhenFull {
             let mustWait = state.withLock { s -> Bool in
                 let over = s.closing || s.engine.stopReason != nil
@@ -255,6 +279,11 @@ private final class WriterCore: Sendable {
             room.wait()
         }
         let (accepted, signal) = state.withLock { s -> (Bool, Bool) in
+            if stamped {
+                let t = stamp()
+                record.time = t < s.lastStamp ? s.lastStamp : t
+                s.lastStamp = record.time
+            }
             let big = record.payload.count > TraceFormat.maxRecordPayload
             let stopped = s.engine.stopReason != nil
             if s.closing || stopped || big || s.queue.count >= capacity {
@@ -267,7 +296,10 @@ private final class WriterCore: Sendable {
                 return (false, false)
             }
             s.queue.append(record)
-            if s.sleeping {
+            // Waking the writer costs a futex call, more than the append itself: a producer wakes it only
+            // when a batch is worth it; otherwise the writer finds the records at its next poll
+            // (`idlePoll`), which keeps a killed process's loss under a second (TRACE_FORMAT.md §7).
+            if s.sleeping && s.queue.count >= wakeBatch {
                 s.sleeping = false
                 return (true, true)
             }
@@ -343,7 +375,7 @@ private final class WriterCore: Sendable {
             }
             for _ in 0..<unblock { room.signal() }
             if !work {
-                let timeout = engine.timeUntilDeadline(now: .now) ?? .seconds(1)
+                let timeout = min(engine.timeUntilDeadline(now: .now) ?? Self.idlePoll, Self.idlePoll)
                 _ = wake.wait(timeout: .now() + .nanoseconds(Int(max(timeout.nanoseconds, 1_000_000))))
                 state.withLock { $0.sleeping = false }
                 engine.flushIfOld(now: .now)

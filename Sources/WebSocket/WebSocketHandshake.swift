@@ -380,7 +380,19 @@ public struct WebSocketClientHandshake: Sendable {
     ///   or header with CR/LF/control characters, or an extra header that repeats a handshake header.
     public init(host: String, path: String, nonce: [UInt8], extraHeaders: HTTPHeaders = HTTPHeaders(),
                 maxHeadSize: Int = WebSocketHandshake.defaultMaxHeadSize) throws(WebSocketHandshakeError) {
-        let key = try WebSocketHandshake.key(nonce: nonce)
+        try self.init(host: host, path: path, key: try WebSocketHandshake.key(nonce: nonce), extraHeaders: extraHeaders,
+                      maxHeadSize: maxHeadSize)
+    }
+
+    /// The same request with a given `Sec-WebSocket-Key` instead of a nonce: for a proxy that forwards its
+    /// client's key upstream, so that the server's `Sec-WebSocket-Accept` is valid for that client too.
+    /// - Throws: `.invalidHeader("Sec-WebSocket-Key")` when `key` is not base64 of 16 bytes, and what the
+    ///   nonce form throws otherwise.
+    public init(host: String, path: String, key: String, extraHeaders: HTTPHeaders = HTTPHeaders(),
+                maxHeadSize: Int = WebSocketHandshake.defaultMaxHeadSize) throws(WebSocketHandshakeError) {
+        guard let decoded = Base64.decode(key), decoded.count == 16 else {
+            throw WebSocketHandshakeError(.invalidHeader("Sec-WebSocket-Key"), "Sec-WebSocket-Key \"\(key.prefix(40))\" is not base64 of 16 bytes")
+        }
         guard path.hasPrefix("/"), path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw WebSocketHandshakeError(
                 .invalidArgument, "path \"\(path.prefix(80))\" must start with / and contain only visible ASCII (percent-encode the rest)")

@@ -14,8 +14,12 @@ struct RelayHarness {
     var timers: [RelayTimer: Moment] = [:]
     var log: [RelayAction] = []
 
-    init(seed: UInt64 = 7) {
-        relay = DevRelay(configuration: DevRelayConfiguration(seed: seed))
+    /// A relay that simulates no desktop (the routing tests bring their own), or one configured by
+    /// `configure`.
+    init(seed: UInt64 = 7, configure: (inout DevRelayConfiguration) -> Void = { $0.simulatedDesktops = .none }) {
+        var configuration = DevRelayConfiguration(seed: seed)
+        configure(&configuration)
+        relay = DevRelay(configuration: configuration)
     }
 
     @discardableResult

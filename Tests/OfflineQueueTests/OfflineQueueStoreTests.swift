@@ -40,13 +40,13 @@ func mutation(_ key: String, at t: Int64 = 1_768_478_400_000, method: String = "
         let path = tempDatabase("schema")
         defer { removeDatabase(path) }
         let store = try OfflineQueueStore(path: path)
-        #expect(try store.schemaVersion() == 2)
-        #expect(OfflineQueueSchema.currentVersion == 2)
+        #expect(try store.schemaVersion() == 3)
+        #expect(OfflineQueueSchema.currentVersion == 3)
         store.close()
         #expect(rawQuery(path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
                 == ["cached_sessions", "linked_devices", "offline_queue", "transcriptions"])
         #expect(rawQuery(path, "PRAGMA journal_mode") == ["wal"])
-        #expect(rawQuery(path, "PRAGMA user_version") == ["2"])
+        #expect(rawQuery(path, "PRAGMA user_version") == ["3"])
     }
 
     @Test func aVersionOneDatabaseIsMigratedAtOpenKeepingItsRows() throws {
@@ -57,12 +57,40 @@ func mutation(_ key: String, at t: Int64 = 1_768_478_400_000, method: String = "
             INSERT INTO offline_queue (idempotency_key, method, params_json, created_at, state) VALUES ('old-1', 'session.update', '{}', 5, 'sent');
             """))
         let store = try OfflineQueueStore(path: path)
-        #expect(try store.schemaVersion() == 2)
+        #expect(try store.schemaVersion() == 3)
         let rows = try store.pending()
         #expect(rows.map(\.mutation.idempotencyKey) == ["old-1"])
         #expect(rows.first?.state == .sent)
         #expect(rows.first?.attempts == 0)   // the column migration 2 added, with its default
         #expect(rawQuery(path, "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'offline_queue_open'") == ["offline_queue_open"])
+    }
+
+    @Test func aVersionTwoDatabaseGetsTheLinkColumnsKeepingItsLinkedDesktops() throws {
+        let path = tempDatabase("v2")
+        defer { removeDatabase(path) }
+        #expect(rawExec(path, OfflineQueueSchema.migrations[0] + OfflineQueueSchema.migrations[1] + """
+            PRAGMA user_version = 2;
+            INSERT INTO linked_devices (device_id, name, linked_at, server_timestamp) VALUES ('d-old', 'Old Mac', 1, 10);
+            """))
+        let store = try OfflineQueueStore(path: path)
+        #expect(try store.schemaVersion() == 3)
+        #expect(try store.linkedDevices().map(\.deviceId) == ["d-old"])
+        #expect(try store.selectedDesktop() == nil, "an old row is not selected by the migration")
+        #expect(rawQuery(path, "SELECT mobile_device_id || '|' || selected FROM linked_devices") == ["|0"])
+        // A link selects its desktop, one at a time; an older record of the same desktop is kept.
+        let studio = LinkedDevice(deviceId: "d-studio", name: "Studio", linkedAt: 100, serverTimestamp: 100)
+        #expect(try store.recordLink(studio, mobileDeviceId: "phone-1", code: "K7QF-3M9X") == .applied)
+        #expect(try store.selectedDesktop() == studio)
+        #expect(try store.recordLink(LinkedDevice(deviceId: "d-old", name: "Old Mac", linkedAt: 200, serverTimestamp: 200),
+                                     mobileDeviceId: "phone-1", code: "ABCD-2345") == .applied)
+        #expect(try store.selectedDesktop()?.deviceId == "d-old")
+        #expect(try store.recordLink(LinkedDevice(deviceId: "d-studio", name: "Studio", linkedAt: 50, serverTimestamp: 50),
+                                     mobileDeviceId: "phone-1", code: "ZZZZ-2345") == .keptStored(serverTimestamp: 100))
+        #expect(try store.selectedDesktop()?.deviceId == "d-old")
+        #expect(rawQuery(path, "SELECT count(*) FROM linked_devices WHERE selected = 1") == ["1"])
+        #expect(rawQuery(path, "SELECT link_code FROM linked_devices WHERE device_id = 'd-old'") == ["ABCD-2345"])
+        // The partial unique index refuses a second selected row.
+        #expect(!rawExec(path, "UPDATE linked_devices SET selected = 1"))
     }
 
     @Test func aNewerSchemaIsRefusedAndLeftUntouched() throws {

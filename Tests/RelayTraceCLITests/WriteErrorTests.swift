@@ -31,7 +31,8 @@ func shell(_ script: String, _ args: [String]) throws -> (status: Int32, stdout:
         ["frames", golden, "--format", "jsonl"], ["frames", golden, "--format", "table"], ["export", golden, "--format", "jsonl", "-o", "-"],
         ["export", golden, "--format", "har", "-o", "-"], ["stats", golden], ["stats", golden, "--format", "json"], ["info", golden],
         ["lint", golden], ["timeline", golden], ["replay", golden], ["replay", golden, "--format", "json"], ["show", golden, "0"],
-        ["verify", golden], ["diff", golden, golden], ["--version"], ["help"], ["frames", "--help"],
+        ["verify", golden], ["diff", golden, golden], ["check", golden], ["check", golden, "--format", "json"],
+        ["--version"], ["help"], ["frames", "--help"],
     ]
 
     @Test(arguments: commands)
@@ -46,6 +47,20 @@ func shell(_ script: String, _ args: [String]) throws -> (status: Int32, stdout:
             let r = try relaytrace(args, stdoutTo: "/dev/null")
             #expect(r.status == 0, "relaytrace \(args.joined(separator: " ")): \(r.stderr)")
         }
+    }
+
+    /// The relay's log lines go through its own writer (from many threads); a failed write there is a
+    /// failure too, and the recording is still closed whole.
+    @Test func aRelayLoggingToAFullDeviceExits74AndKeepsItsRecording() throws {
+        let recording = FileManager.default.temporaryDirectory.appendingPathComponent("rt-relay-full-\(UUID().uuidString).rtrace").path
+        defer { try? FileManager.default.removeItem(atPath: recording) }
+        let r = try relaytrace(["relay", "--listen", "127.0.0.1:0", "--for", "0.2s", "--record", recording], stdoutTo: "/dev/full")
+        #expect(r.status == 74, "\(r.stderr)")
+        #expect(r.stderr.contains("Error: writing standard output failed: No space left on device"), "\(r.stderr)")
+        #expect(r.stderr.contains("wrote \(recording): 0 sockets"), "\(r.stderr)")
+        #expect(try relaytrace(["verify", recording]).status == 0)
+        let ok = try relaytrace(["relay", "--listen", "127.0.0.1:0", "--for", "0.2s"], stdoutTo: "/dev/null")
+        #expect(ok.status == 0, "\(ok.stderr)")
     }
 
     @Test func aFullStderrIsAnErrorToo() throws {

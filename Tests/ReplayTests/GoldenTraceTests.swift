@@ -9,7 +9,7 @@ import Trace
 @Suite struct GoldenTraceTests {
     static let names = ["tour", "handshake-timeout", "watchdog", "invalid-resume", "invalid-resume-loop", "rpc-timeout",
                         "rpc-timeout-replaced", "handover", "background", "lease", "ingress-coalesce", "token-refresh",
-                        "offline-queue", "capture-tour-wss", "capture-lease-ws"]
+                        "offline-queue", "link", "capture-tour-wss", "capture-lease-ws"]
 
     @Test func theCapturedTracesCameOverRealSockets() throws {
         for name in ["capture-tour-wss", "capture-lease-ws"] {
@@ -29,6 +29,18 @@ import Trace
 
     /// The time of the record at `index`, and the replayer there.
     private func time(_ r: Replayer, _ index: Int) -> Moment { r.records[index].time }
+
+    @Test func theLinkTraceStoresTheDesktopBeforeConnectingToIt() throws {
+        let replay = try TraceReplay(named: "link")
+        #expect(replay.replayer.machine.desktopId.isEmpty, "no desktop linked at launch")
+        _ = try replay.pause(before: .messageType("link.accepted"))
+        #expect(replay.replayer.machine.desktopId.isEmpty)
+        if case .linking = replay.replayer.machine.phase {} else { Issue.record("linking, not \(replay.replayer.machine.phase)") }
+        _ = try replay.pause(before: .messageType("register"))
+        #expect(replay.replayer.machine.desktopId == "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4")
+        #expect(replay.replayer.machine.resumeKey == "5b0e6c8a-1f5d-4d8e-9a53-2a1c9b6f0e11::9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4")
+        replay.expectNoDivergence()
+    }
 
     @Test func invalidResumeReRegistersTwoHundredMillisecondsLater() throws {
         let replay = try TraceReplay(named: "invalid-resume")

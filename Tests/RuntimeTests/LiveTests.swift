@@ -7,6 +7,7 @@ import RelayProtocol
 import Replay
 import Runtime
 import Simulation
+import Synchronization
 import Testing
 import Trace
 import WebSocket
@@ -36,13 +37,23 @@ import WebSocket
             serverTLS = try TLSServerContext(certificateFile: id.certificatePath, privateKeyFile: id.privateKeyPath)
         }
         defer { identity?.remove() }
-        let relay = try RelayHost(tls: serverTLS, seed: 1, wallClockOrigin: 1_768_478_400_000)
+        // The phone's desktop is up from the start and shows link codes bound to the phone's account.
+        var desktops = RelayHostDesktops()
+        desktops.atStart = [StartingDesktop(deviceId: desktopId, userId: "user-dev", offersLinkCode: true)]
+        let shown = Mutex<LinkCodeOffer?>(nil)
+        let relay = try RelayHost(tls: serverTLS, seed: 1, wallClockOrigin: 1_768_478_400_000, desktops: desktops,
+                                  onLinkCode: { offer in shown.withLock { $0 = offer } })
         defer { relay.stop() }
-        let config = try ClientConfiguration(deviceId: deviceId, deviceName: "test", desktopId: desktopId, relayURL: relay.url,
+        let config = try ClientConfiguration(deviceId: deviceId, deviceName: "test", desktopId: s.startingDesktopId, relayURL: relay.url,
                                              allowInsecureLoopback: !tls, seed: 1)
         var options = LiveClientOptions(configuration: config, jwt: Simulation.phoneJWT(userId: "user-dev", deviceId: deviceId, serial: 0))
         if let identity { options.tls = TLSClientConfiguration(trustedCAFile: identity.certificatePath) }
         options.steps = s.steps
+        options.link = s.link
+        options.linkCode = { shown.withLock { $0 } }
+        let database = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString).sqlite").path
+        options.databasePath = database
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) } }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString).rtrace").path
         let capture = try ClientCapture(path: path, configuration: config, wallClockStart: "2026-11-30T12:00:00.000Z", simulated: false)
         options.capture = capture
@@ -82,6 +93,23 @@ import WebSocket
         #expect(headers["headers"]?["Authorization"]?.stringValue?.hasPrefix("Bearer rt:redacted:") == true, "the JWT never reaches the file")
         let replayer = try Replayer(path: c.path)
         #expect(replayer.run() == .finished, "\(replayer.divergence?.description ?? "")")
+    }
+
+    @Test func aLiveLinkCaptureLinksByTheRelaysQRThenRegistersAndReplaysStrictly() throws {
+        let c = try LiveTests.capture("link", seconds: 9, tls: false)
+        defer { try? FileManager.default.removeItem(atPath: c.path) }
+        #expect(c.summary.counts["linked"] == 1, "\(c.summary.counts)")
+        #expect(c.summary.counts["linkFailed"] == 2, "the malformed and the unknown code")
+        let outbound = LiveTests.messages(c.records, .outbound), inbound = LiveTests.messages(c.records, .inbound)
+        let redeems = outbound.compactMap { if case .link(.redeem(let r)) = $0.1 { r.code } else { nil } }
+        #expect(redeems.count == 2 && redeems[0] == "ABCD-EFGH")
+        #expect(inbound.contains { if case .link(.accepted(let a)) = $0.1 { a.desktopDeviceId == LiveTests.desktopId } else { false } })
+        let registers = outbound.compactMap { if case .register(let p) = $0.1 { p.targetDesktopDeviceId } else { nil } }
+        #expect(registers == [LiveTests.desktopId])
+        #expect(c.records.contains { r in r.kind == .action && r.payloadText.contains(#""action":"link.store""#) })
+        let replayer = try Replayer(path: c.path)
+        #expect(replayer.run() == .finished, "\(replayer.divergence?.description ?? "")")
+        #expect(replayer.machine.desktopId == LiveTests.desktopId)
     }
 
     @Test func aPlainWsCaptureOnLoopbackReplaysStrictly() throws {

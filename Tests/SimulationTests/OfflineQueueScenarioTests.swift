@@ -41,8 +41,10 @@ import Trace
         #expect(finished == ["oq-rename", "oq-update", "oq-cancel"])
 
         // The desktop executed each mutation once; the resend after the restart got the stored result.
-        #expect(Set(sim.desktop.idempotentResults.keys) == ["oq-rename", "oq-update", "oq-cancel"])
-        #expect(sim.desktop.idempotentReplays == 1)
+        let desktop = try #require(sim.relay.simulatedDesktops.first?.desktop)
+        #expect(sim.relay.simulatedDesktops.count == 1)
+        #expect(Set(desktop.idempotentResults.keys) == ["oq-rename", "oq-update", "oq-cancel"])
+        #expect(desktop.idempotentReplays == 1)
 
         // The SQLite file is real and survived: every row answered, in order.
         let store = try OfflineQueueStore(path: file)

@@ -14,9 +14,10 @@ deadline (--timeout, default 10 s) so nothing hangs: a check that times out fail
 
 The relay is the development relay (PROTOCOL.md): the bearer is an unsigned JWT whose payload claims
 `sub` (the user), `device_id` (== X-Device-ID lower-cased) and `tbh` (base64url SHA-256 of
-X-Token-Binding). The simulated desktop is user `user-dev`, device DESKTOP_ID; a phone of that user
-targeting it gets its RPCs answered. Every check uses its own fresh phone device ID, so checks do not
-replace each other's sockets (except `replaced-by-same-device`, which does so on purpose).
+X-Token-Binding). The relay simulates whatever desktop a phone names for whatever account it has, so
+every check uses its own random account, phone and desktop IDs (checks do not replace each other's
+sockets, except `replaced-by-same-device`, which does so on purpose). With --offline-desktop ID (the
+relay runs with `--offline ID`), the `offline-desktop` check expects -32010 from that desktop only.
 """
 
 import argparse
@@ -34,7 +35,6 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 USER_ID = "user-dev"
-DESKTOP_ID = "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4"
 MAX_SIZE = 32 * 1024 * 1024
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -63,11 +63,14 @@ def jwt_for(device_id, binding, user=USER_ID):
 
 
 class Phone:
-    """One phone identity (a fresh device ID and token binding) of user-dev."""
+    """One phone identity: a fresh device ID and token binding, of a random account, targeting a random
+    desktop (or the ones given)."""
 
-    def __init__(self):
+    def __init__(self, user=None, desktop=None):
         self.device_id = str(uuid.uuid4())
         self.binding = f"binding-{self.device_id}"
+        self.user = user or f"auth0|{uuid.uuid4().hex[:12]}"
+        self.desktop = desktop or str(uuid.uuid4())
         self.overrides = {}  # headers sent instead of the right ones (refusal checks)
 
     def headers(self, bearer=True):
@@ -75,10 +78,10 @@ class Phone:
             "X-Device-ID": self.device_id,
             "X-Token-Binding": self.binding,
             "X-Client-Type": "mobile",
-            "X-Target-Desktop-Device-ID": DESKTOP_ID,
+            "X-Target-Desktop-Device-ID": self.desktop,
         }
         if bearer:
-            h["Authorization"] = f"Bearer {jwt_for(self.device_id, self.binding)}"
+            h["Authorization"] = f"Bearer {jwt_for(self.device_id, self.binding, self.user)}"
         h.update(self.overrides)
         return h
 
@@ -87,7 +90,7 @@ class Phone:
             "deviceId": self.device_id,
             "deviceName": "python websockets interop",
             "relayProtocolVersion": "1.6",
-            "targetDesktopDeviceId": DESKTOP_ID,
+            "targetDesktopDeviceId": self.desktop,
         }
         if session_id is not None:
             payload["relaySessionId"] = session_id
@@ -97,10 +100,11 @@ class Phone:
 
 
 class Context:
-    def __init__(self, url, ssl_context, timeout):
+    def __init__(self, url, ssl_context, timeout, offline_desktop=None):
         self.url = url
         self.ssl = ssl_context
         self.timeout = timeout
+        self.offline_desktop = offline_desktop
 
     def connect(self, phone, bearer=True, url=None, ssl_context=None):
         kwargs = dict(
@@ -334,16 +338,44 @@ async def c_event_replay(ctx):
         payload["payload"]["lastEventId"] = 0
         await ws.send(json.dumps(payload))
         check_registered(await recv_type(ws, ("registered",), ctx.timeout, skip=()))
-        # The desktop's device-status online (published when it registered) is replayed above 0.
+        # The relay brings the phone's desktop up (simulated) and announces it: device-status online.
         while True:
             m = await recv_type(ws, ("event",), ctx.timeout, skip=())
             p = m.get("payload") or {}
-            if p.get("eventType") == "device-status" and (p.get("payload") or {}).get("deviceId") == DESKTOP_ID:
+            if p.get("eventType") == "device-status" and (p.get("payload") or {}).get("deviceId") == phone.desktop:
                 break
-        expect(isinstance(m.get("eventId"), int) and m["eventId"] >= 1, f"replayed event has no eventId: {m}")
-        expect(m.get("sourceDeviceId") == DESKTOP_ID, f"sourceDeviceId {m.get('sourceDeviceId')!r} is not the desktop")
+        expect(isinstance(m.get("eventId"), int) and m["eventId"] >= 1, f"event has no eventId: {m}")
+        expect(m.get("sourceDeviceId") == phone.desktop, f"sourceDeviceId {m.get('sourceDeviceId')!r} is not the desktop")
         expect(isinstance(m.get("timestamp"), str), "event without a timestamp")
-    return f"device-status {p['payload'].get('status')} replayed as eventId {m['eventId']}"
+        first = m["eventId"]
+        await ws.close()
+    # A second socket registering with lastEventId 0 gets the buffered event replayed.
+    async with ctx.connect(phone) as ws:
+        payload = json.loads(phone.register())
+        payload["payload"]["lastEventId"] = 0
+        await ws.send(json.dumps(payload))
+        check_registered(await recv_type(ws, ("registered",), ctx.timeout, skip=()))
+        m = await recv_type(ws, ("event",), ctx.timeout, skip=())
+        expect(m.get("eventId") == first, f"replayed eventId {m.get('eventId')!r}, expected {first}")
+    return f"device-status {p['payload'].get('status')} as eventId {first}, replayed above 0"
+
+
+async def c_offline_desktop(ctx):
+    if not ctx.offline_desktop:
+        return "skipped: no --offline-desktop"
+    offline, online = Phone(desktop=ctx.offline_desktop), Phone()
+    async with ctx.connect(offline) as ws:
+        check_registered(await register(ws, offline))
+        await ws.send(rpc("system.ping", "R-offline"))
+        m = await recv_type(ws, ("rpc.response",), ctx.timeout)
+        err = (m.get("payload") or {}).get("error") or {}
+        expect(err.get("code") == -32010, f"expected -32010 from {ctx.offline_desktop}, got {json.dumps(m)[:300]}")
+        expect(err.get("message") == "Desktop is offline", f"message {err.get('message')!r}")
+    async with ctx.connect(online) as ws:
+        check_registered(await register(ws, online))
+        await ws.send(rpc("system.ping", "R-online"))
+        await expect_rpc_response(ws, "R-online", ctx.timeout)
+    return f"{ctx.offline_desktop}: -32010 Desktop is offline; another desktop answered"
 
 
 async def c_too_big(ctx):
@@ -473,6 +505,7 @@ CHECKS = [
     ("rpc-before-register", c_rpc_before_register),
     ("binary-ignored", c_binary_ignored),
     ("event-replay", c_event_replay),
+    ("offline-desktop", c_offline_desktop),
     ("ws-ping", c_ws_ping),
     ("too-big", c_too_big),
     ("close-1000", c_close_1000),
@@ -490,7 +523,7 @@ async def run(args):
     ssl_context = None
     if args.url.startswith("wss:"):
         ssl_context = ssl.create_default_context(cafile=args.ca_file) if args.ca_file else ssl.create_default_context()
-    ctx = Context(args.url, ssl_context, args.timeout)
+    ctx = Context(args.url, ssl_context, args.timeout, args.offline_desktop)
     selected = [c for c in CHECKS if not args.only or c[0] in args.only]
     failures = 0
     for name, check in selected:
@@ -516,6 +549,7 @@ def main():
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these checks")
     parser.add_argument("--list", action="store_true", help="print the check names and exit")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per wait (default 10)")
+    parser.add_argument("--offline-desktop", metavar="ID", help="a desktop the relay runs --offline with (-32010 expected)")
     args = parser.parse_args()
     names = [n for n, _ in CHECKS]
     if args.list:
