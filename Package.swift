@@ -38,6 +38,7 @@ let package = Package(
         .library(name: "WireReplay", targets: ["WireReplay"]),
         .library(name: "LinkQR", targets: ["LinkQR"]),
         .library(name: "SpecCheck", targets: ["SpecCheck"]),
+        .library(name: "Viewer", targets: ["Viewer"]),
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
@@ -99,8 +100,11 @@ let package = Package(
         .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay", "WireReplay", "Runtime", "Trace"], swiftSettings: strict),
         // POSIX TCP, OpenSSL TLS, and a blocking WebSocket client/server over the sans-IO codec.
         .target(name: "Net", dependencies: ["WebSocket", "COpenSSL"], swiftSettings: strict),
+        // The trace viewer (`relaytrace view`, `timeline --html`): the page (HTML, CSS, JavaScript compiled
+        // in), its JSON API over the trace's index, and a small loopback HTTP/1.1 server.
+        .target(name: "Viewer", dependencies: ["Inspect", "Trace", "RelayProtocol", "Net"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "WireReplay", "SpecCheck"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Viewer", "LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "WireReplay", "SpecCheck"], swiftSettings: strict),
         .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
@@ -120,6 +124,7 @@ let package = Package(
         .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "ViewerTests", dependencies: ["Viewer", "Inspect", "Trace", "RelayProtocol", "Net"], swiftSettings: strict),
         .testTarget(name: "RuntimeTests", dependencies: ["Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "Net", "WebSocket", "Runtime", "WireRecording", "WireReplay"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),

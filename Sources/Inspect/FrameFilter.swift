@@ -30,7 +30,7 @@ public struct FrameFilter: Sendable, Hashable {
     public var since: Moment?
     /// Records at or before this time.
     public var until: Moment?
-    /// A substring of the payload (text as UTF-8, PTC1 data as text) or of the summary.
+    /// A substring of the payload (text as UTF-8, PTC1 data as text).
     public var grep: String?
     /// The channel.
     public var channel: TraceChannel?
@@ -62,13 +62,82 @@ public struct FrameFilter: Sendable, Hashable {
         }
         if let grep, !grep.isEmpty {
             let hay = rec.terminal.map { String(decoding: $0.data, as: UTF8.self) } ?? r.payloadText
-            guard hay.contains(grep) || rec.summary.contains(grep) else { return false }
+            guard hay.contains(grep) else { return false }
         }
         return true
     }
 
     /// Whether the filter needs RPC correlation (a method filter must see responses' methods).
     public var needsCorrelation: Bool { methods != nil }
+
+    // MARK: deciding from the bytes
+
+    /// Whether RPC correlation can change which records pass or how they print: only when an
+    /// `rpc.response` can pass (correlation gives a response its request's method and latency).
+    public var correlationMatters: Bool {
+        guard let types else { return true }
+        return types.contains("rpc.response") || types.contains(RecordKind.frameText.name)
+    }
+
+    /// Whether record `v` may change RPC correlation (it may be an `rpc.request` or `rpc.response`; the
+    /// same byte test as ``mayMatch(_:)``).
+    public static func mayCorrelate(_ v: TraceRecordView) -> Bool {
+        guard v.kindValue == RecordKind.frameText.rawValue else { return false }
+        return !plainJSON(v.payload) || containsAnyString(requestOrResponseType, in: v.payload)
+    }
+
+    /// Whether a chunk may hold a record that passes, from its index entry or header (`c`) and its summary
+    /// (`s`, nil when it has none): false only when no record of it can.
+    public func chunkMayMatch(_ c: TraceChunkInfo, _ s: TraceChunkSummary?) -> Bool {
+        if c.recordCount > 0 {
+            if let since, c.maxTime < since { return false }
+            if let until, c.minTime > until { return false }
+        }
+        if let generations {
+            let known = s?.generations ?? (c.generations.isEmpty ? nil : c.generations)
+            if let known, !known.contains(where: { generations.contains($0) }) {
+                // Records without a generation never pass either: only the listed ones could.
+                return false
+            }
+        }
+        guard let s else { return true }
+        if let channel, !s.hasChannel(channel.rawValue) { return false }
+        if let direction, !s.hasDirection(direction) { return false }
+        if let types {
+            let byKind = s.hasKind { types.contains(RecordKind(rawValue: $0).name) }
+            if !byKind && !s.mayHaveMessageType(where: { types.contains($0) }) { return false }
+        }
+        if events != nil || rpcIds != nil || methods != nil {
+            if !s.hasKind(where: { $0 == RecordKind.frameText.rawValue }) { return false }
+        }
+        return true
+    }
+
+    /// Whether a chunk may hold a record that changes RPC correlation (from its summary: a text frame whose
+    /// type may be `rpc.request` or `rpc.response`).
+    public static func chunkMayCorrelate(_ s: TraceChunkSummary?) -> Bool {
+        guard let s else { return true }
+        return s.mayHaveMessageType { $0 == "rpc.request" || $0 == "rpc.response" }
+    }
+
+    /// The byte tests of this filter, prepared once (see ``FrameByteTest``).
+    public var byteTest: FrameByteTest { FrameByteTest(self) }
+
+    static let responseType = [Array(#""rpc.response""#.utf8)]
+    private static let requestOrResponseType = [Array(#""rpc.request""#.utf8), Array(#""rpc.response""#.utf8)]
+
+    /// ASCII without `\`: its strings are spelled as they are.
+    @inline(__always)
+    static func plainJSON(_ p: UnsafeRawBufferPointer) -> Bool {
+        ByteSearch.isASCII(p, excluding: 0x5C)
+    }
+
+    /// Whether any of `patterns` occurs (nil patterns: some value is not ASCII, so yes).
+    @inline(__always)
+    static func containsAnyString(_ patterns: [[UInt8]]?, in p: UnsafeRawBufferPointer) -> Bool {
+        guard let patterns else { return true }
+        return patterns.contains { ByteSearch.contains($0, in: p) }
+    }
 
     /// Splits `a,b,c` into a set (empty items dropped).
     public static func list(_ text: String) -> Set<String> {
@@ -94,6 +163,95 @@ public struct FrameFilter: Sendable, Hashable {
             throw FilterError("\(option): cannot read '\(text)'; write seconds (90, 1.5) or units (1m30s, 1h, 250ms)")
         }
         return Moment(nanoseconds: ns)
+    }
+}
+
+/// A ``FrameFilter``'s test of a record from its header and bytes, with the byte patterns it looks for
+/// prepared once: the `"value"` spelling of each value of its lists (nil for a list with a value that is
+/// not ASCII: no byte test then) and the `--grep` needle (nil unless ASCII).
+public struct FrameByteTest: Sendable {
+    /// The filter.
+    public let filter: FrameFilter
+    private let types: [[UInt8]]?
+    private let events: [[UInt8]]?
+    private let methods: [[UInt8]]?
+    private let rpcIds: [[UInt8]]?
+    private let grep: [UInt8]?
+
+    /// For each kind value, whether its name is one of the `--type` values (nil without `--type`).
+    private let kindNamed: [Bool]?
+
+    /// The test of `f`.
+    public init(_ f: FrameFilter) {
+        filter = f
+        if let types = f.types {
+            // As `types.contains(kind.name)` for every kind value: the known kinds by their names, the
+            // others by the `unknown(N)` spelling RecordKind gives them.
+            let unknownNamed = Set(types.compactMap { t -> UInt16? in
+                t.hasPrefix("unknown(") && t.hasSuffix(")") ? UInt16(t.dropFirst(8).dropLast()) : nil
+            })
+            var named = [Bool](repeating: false, count: 1 << 16)
+            for v in 0...UInt16.max {
+                let k = RecordKind(rawValue: v)
+                if case .unknown = k { named[Int(v)] = unknownNamed.contains(v) } else { named[Int(v)] = types.contains(k.name) }
+            }
+            kindNamed = named
+        } else {
+            kindNamed = nil
+        }
+        func quote(_ set: Set<String>?) -> [[UInt8]]? {
+            guard let set, set.allSatisfy({ $0.utf8.allSatisfy { $0 < 0x80 } }) else { return nil }
+            return set.map { [0x22] + Array($0.utf8) + [0x22] }
+        }
+        types = quote(f.types)
+        events = quote(f.events)
+        methods = quote(f.methods)
+        rpcIds = quote(f.rpcIds)
+        if let g = f.grep, !g.isEmpty, g.utf8.allSatisfy({ $0 < 0x80 }) { grep = Array(g.utf8) } else { grep = nil }
+    }
+
+    /// Whether record `v` may pass, decided from its header and payload bytes before anything is built:
+    /// false only when ``FrameFilter/matches(_:)`` is false for it whatever RPC correlation says. The time, channel,
+    /// generation and direction tests are the same tests on the header; the others rest on one property of
+    /// JSON: in a payload that is all ASCII and holds no `\`, a string whose value is `s` (ASCII) is
+    /// spelled `"s"` (no escape can hide it, and ASCII strings compare equal only when their bytes do). So
+    /// a text frame whose bytes lack every `"t"` of the `--type` values has none of these types, and so on
+    /// for events, RPC ids and methods (a response's method comes from its request: it may pass when it may
+    /// be an `rpc.response`). `--grep`: an ASCII needle absent from an ASCII payload is absent from its text
+    /// (and from PTC1 data, a part of it). Anything not ASCII, or escaped, is left to ``FrameFilter/matches(_:)``.
+    public func mayMatch(_ v: TraceRecordView) -> Bool {
+        let f = filter
+        if let since = f.since, v.time < since { return false }
+        if let until = f.until, v.time > until { return false }
+        if let channel = f.channel, v.channel != channel { return false }
+        if let generations = f.generations {
+            guard let g = v.generation, generations.contains(g) else { return false }
+        }
+        if let direction = f.direction, v.direction != direction { return false }
+        let isText = v.kindValue == RecordKind.frameText.rawValue
+        let plain = isText && FrameFilter.plainJSON(v.payload)
+        if let kindNamed {
+            if !kindNamed[Int(v.kindValue)] {
+                guard isText else { return false }
+                if plain, !FrameFilter.containsAnyString(types, in: v.payload) { return false }
+            }
+        }
+        if f.events != nil {
+            guard isText else { return false }
+            if plain, !FrameFilter.containsAnyString(events, in: v.payload) { return false }
+        }
+        if f.rpcIds != nil {
+            guard isText else { return false }
+            if plain, !FrameFilter.containsAnyString(rpcIds, in: v.payload) { return false }
+        }
+        if f.methods != nil {
+            guard isText else { return false }
+            if plain, !FrameFilter.containsAnyString(methods, in: v.payload), !FrameFilter.containsAnyString(FrameFilter.responseType, in: v.payload) {
+                return false
+            }
+        }
+        if let needle = grep, ByteSearch.isASCII(v.payload), !ByteSearch.contains(needle, in: v.payload) { return false }
+        return true
     }
 }
 

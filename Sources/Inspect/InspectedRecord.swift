@@ -1,4 +1,5 @@
 public import RelayProtocol
+import Synchronization
 public import Trace
 
 /// A trace record with what the inspection commands derive from it: the parsed JSON payload, the relay
@@ -9,8 +10,9 @@ public struct InspectedRecord: Sendable {
     public var number: UInt64
     /// The record.
     public var record: TraceRecord
-    /// The payload parsed as JSON, for JSON kinds and text frames that parse.
-    public var json: JSONValue?
+    /// The payload parsed as JSON, for JSON kinds and text frames that parse (built on first use when the
+    /// record was made with `deferringJSON`).
+    public var json: JSONValue? { derived.json }
     /// Why a text frame's payload is not JSON.
     public var jsonError: String?
     /// The relay message `type` of a text frame.
@@ -23,44 +25,79 @@ public struct InspectedRecord: Sendable {
     public var rpcId: String?
     /// The relay's `eventId` of an inbound event.
     public var eventId: Int64?
-    /// The decoded PTC1 frame of a binary frame.
-    public var terminal: TerminalFrame?
+    /// The decoded PTC1 frame of a binary frame (decoded on first use when the record was made with
+    /// `deferringJSON`).
+    public var terminal: TerminalFrame? { derived.terminal }
     /// For a correlated `rpc.response`: the time since its request.
     public var latency: Duration?
+    private let derived: Derived
+
+    /// The members a deferred text frame's fields are read from.
+    private static let shallowKeys = ["type", "eventType", "id", "method", "eventId"]
 
     /// Derives the fields of `entry`.
     public init(_ entry: TraceEntry) { self.init(number: entry.number, record: entry.record) }
 
-    /// Derives the fields of record `number`.
-    public init(number: UInt64, record r: TraceRecord) {
+    /// Derives the fields of record `number`. With `deferringJSON`, a text frame is validated in full but
+    /// read only as deep as its fields need (``ShallowJSON``), and the payload's JSON tree is built when
+    /// ``json`` is first used: every field, error and value is the same, only later.
+    public init(number: UInt64, record r: TraceRecord, deferringJSON: Bool = false) {
         self.number = number
         self.record = r
+        var storage = Derived.none
         switch r.kind {
         case .frameText:
-            do {
-                let j = try JSONValue(parsing: r.payload)
-                json = j
-                type = j["type"]?.stringValue
-                let inner = j["payload"]
-                eventType = (inner?["eventType"] ?? j["eventType"])?.stringValue
-                if type == "rpc.request" || type == "rpc.response" {
-                    rpcId = (inner?["id"] ?? j["id"])?.stringValue
+            if deferringJSON {
+                let parsed = r.payload.withUnsafeBytes { b in
+                    Result { () throws(JSONParseError) in try ShallowJSON(parsing: b, expanding: "payload", keeping: Self.shallowKeys) }
                 }
-                if type == "rpc.request" { method = (inner?["method"] ?? j["method"])?.stringValue }
-                eventId = j["eventId"]?.intValue
-            } catch {
-                jsonError = error.description
+                switch parsed {
+                case .success(let shallow):
+                    storage = .deferredJSON(DeferredPayload(r.payload))
+                    // As the lookups below on the built tree: the last of repeated keys, `payload`'s member
+                    // first when it has one (of any value), else the top-level one.
+                    type = shallow.member("type")?.scalar?.stringValue
+                    let inner = shallow.member("payload")
+                    func field(_ key: String) -> String? {
+                        if let m = inner?.member(key) { return m.scalar?.stringValue }
+                        return shallow.member(key)?.scalar?.stringValue
+                    }
+                    eventType = field("eventType")
+                    if type == "rpc.request" || type == "rpc.response" { rpcId = field("id") }
+                    if type == "rpc.request" { method = field("method") }
+                    eventId = shallow.member("eventId")?.scalar?.intValue
+                case .failure(let error):
+                    jsonError = error.description
+                }
+            } else {
+                do {
+                    let j = try JSONValue(parsing: r.payload)
+                    storage = .built(j)
+                    type = j["type"]?.stringValue
+                    let inner = j["payload"]
+                    eventType = (inner?["eventType"] ?? j["eventType"])?.stringValue
+                    if type == "rpc.request" || type == "rpc.response" {
+                        rpcId = (inner?["id"] ?? j["id"])?.stringValue
+                    }
+                    if type == "rpc.request" { method = (inner?["method"] ?? j["method"])?.stringValue }
+                    eventId = j["eventId"]?.intValue
+                } catch {
+                    jsonError = error.description
+                }
             }
         case .frameBinary:
-            terminal = try? TerminalFrame(decoding: r.payload)
+            storage = deferringJSON ? .deferredTerminal(DeferredPayload(r.payload)) : .terminal(try? TerminalFrame(decoding: r.payload))
         case .marker, .ping, .pong, .unknown:
             break
         case .transportOpened:
             // Empty in machine traces; wire traces record the upgrade response (status, headers).
-            if !r.payload.isEmpty { json = try? JSONValue(parsing: r.payload) }
+            if !r.payload.isEmpty {
+                storage = deferringJSON ? .deferredJSON(DeferredPayload(r.payload)) : .built(try? JSONValue(parsing: r.payload))
+            }
         case .header, .transportOpen, .transportClosed, .transportFailed, .timerFired, .input, .action, .dropped, .writerStopped:
-            json = try? JSONValue(parsing: r.payload)
+            storage = deferringJSON ? .deferredJSON(DeferredPayload(r.payload)) : .built(try? JSONValue(parsing: r.payload))
         }
+        derived = storage
     }
 
     /// The `payload` of an `event` message (the event's own payload).
@@ -221,6 +258,60 @@ public struct RpcCorrelator: Sendable {
             rec.latency = rec.record.time - req.time
             let partial = rec.json?["isFinal"]?.boolValue == false || rec.json?["payload"]?["isFinal"]?.boolValue == false
             if !partial { open[id] = nil }
+        }
+    }
+}
+
+/// What an ``InspectedRecord`` derives from its payload: nothing, the JSON or the PTC1 frame built, or
+/// either built on first use.
+private enum Derived: Sendable {
+    case none
+    case built(JSONValue?)
+    case terminal(TerminalFrame?)
+    case deferredJSON(DeferredPayload)
+    case deferredTerminal(DeferredPayload)
+
+    var json: JSONValue? {
+        switch self {
+        case .none, .terminal, .deferredTerminal: nil
+        case .built(let j): j
+        case .deferredJSON(let d): d.json
+        }
+    }
+
+    var terminal: TerminalFrame? {
+        switch self {
+        case .none, .built, .deferredJSON: nil
+        case .terminal(let t): t
+        case .deferredTerminal(let d): d.terminal
+        }
+    }
+}
+
+/// A payload's JSON (for JSON kinds and text frames) or PTC1 frame (for binary frames), made once, when
+/// first asked for (nil when it is not one).
+private final class DeferredPayload: Sendable {
+    private let bytes: [UInt8]
+    private let jsonCache = Mutex<JSONValue??>(nil)
+    private let terminalCache = Mutex<TerminalFrame??>(nil)
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var json: JSONValue? {
+        jsonCache.withLock { c in
+            if let known = c { return known }
+            let v = try? JSONValue(parsing: bytes)
+            c = .some(v)
+            return v
+        }
+    }
+
+    var terminal: TerminalFrame? {
+        terminalCache.withLock { c in
+            if let known = c { return known }
+            let v = try? TerminalFrame(decoding: bytes)
+            c = .some(v)
+            return v
         }
     }
 }

@@ -4,7 +4,7 @@ import Trace
 /// One thing drawn on a timeline lane.
 public struct TimelineMark: Sendable, Hashable {
     /// What it is.
-    public enum Kind: String, Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
         /// `transportOpen`.
         case open
         /// `transportOpened`.
@@ -33,8 +33,12 @@ public struct TimelineMark: Sendable, Hashable {
         case leaseRelease
         /// A recovery epoch (to `end`, its deadline or the next epoch).
         case epoch
-        /// A timer fired.
+        /// A timer, from armed to its deadline (or to when it fired or was cancelled).
         case timer
+        /// A watch-channel frame (phone <-> watch).
+        case watchFrame
+        /// A watch-channel launch, reachability change or other input.
+        case watchEvent
 
         /// The ASCII glyph; higher `priority` wins a shared column.
         var glyph: Character {
@@ -54,15 +58,18 @@ public struct TimelineMark: Sendable, Hashable {
             case .leaseRelease: "l"
             case .epoch: "E"
             case .timer: "t"
+            case .watchFrame: "-"
+            case .watchEvent: "w"
             }
         }
 
-        var priority: Int {
+        /// Which mark wins when several share a pixel column (higher wins).
+        public var priority: Int {
             switch self {
-            case .frame: 0
+            case .frame, .watchFrame: 0
             case .heartbeat: 1
             case .rpc: 2
-            case .timer: 3
+            case .timer, .watchEvent: 3
             case .open, .opened: 4
             case .register: 5
             case .registered, .leaseRenew, .leaseRelease, .epoch: 6
@@ -84,9 +91,9 @@ public struct TimelineMark: Sendable, Hashable {
     public var label: String
 }
 
-/// A lane: one generation, the leases, or the recovery epochs.
+/// A lane: one generation, the leases, the recovery epochs, the timers, or one side of the watch channel.
 public struct TimelineLane: Sendable, Hashable {
-    /// `g3`, `leases`, `recovery`.
+    /// `g3`, `leases`, `recovery`, `timers`, `watch`.
     public var name: String
     /// The marks, in record order.
     public var marks: [TimelineMark] = []
@@ -106,9 +113,11 @@ public struct TimelineCheck: Sendable, Hashable {
     public var message: String
 }
 
-/// The timeline model of `relaytrace timeline`: lanes per generation (registration, heartbeats, RPC
-/// spans, close reason), a lease lane and a recovery lane, and the derived checks. Built one record at
-/// a time; each lane keeps at most `maxMarksPerLane` marks.
+/// The timeline model of `relaytrace timeline` and `relaytrace view`: lanes per generation (registration,
+/// heartbeats and WebSocket pings, RPC spans, close reason), a lease lane (each renewal a band until the
+/// next renewal, the release or expiry), a recovery lane (epochs as bands), a timer lane (each timer a
+/// band from armed to fired, cancelled or its deadline), a `watch` lane for watch-channel records, and the
+/// derived checks. Built one record at a time; each lane keeps at most `maxMarksPerLane` marks.
 public struct Timeline: Sendable {
     /// The most marks a lane keeps (the rest are counted in `omitted`).
     public static let maxMarksPerLane = 200_000
@@ -131,9 +140,14 @@ public struct Timeline: Sendable {
     private var seenArm = false
     private var openEpoch: (lane: Int, mark: Int)?
     private var reportedPairs = Set<[UInt64]>()
+    private var openTimers: [String: (lane: Int, mark: Int)] = [:]
+    private var openLeases: [String: (lane: Int, mark: Int)] = [:]
+    /// Whether marks keep their record's summary as `label` (the viewer fetches labels on demand and
+    /// leaves them out to keep memory down).
+    public let keepsLabels: Bool
 
-    /// An empty timeline.
-    public init() {}
+    /// An empty timeline; `labels: false` leaves every mark's `label` empty.
+    public init(labels: Bool = true) { keepsLabels = labels }
 
     private mutating func lane(_ name: String) -> Int {
         if let i = laneIndex[name] { return i }
@@ -149,7 +163,7 @@ public struct Timeline: Sendable {
             lanes[i].omitted += 1
             return nil
         }
-        lanes[i].marks.append(TimelineMark(kind: kind, time: rec.record.time, end: end, record: rec.number, label: rec.summary))
+        lanes[i].marks.append(TimelineMark(kind: kind, time: rec.record.time, end: end, record: rec.number, label: keepsLabels ? rec.summary : ""))
         return lanes[i].marks.count - 1
     }
 
@@ -199,7 +213,7 @@ public struct Timeline: Sendable {
                         let isError = !(rec.json?["error"] ?? rec.json?["payload"]?["error"] ?? .null).isNull
                         lanes[at.lane].marks[at.mark].kind = isError ? .rpcError : .rpc
                         lanes[at.lane].marks[at.mark].end = r.time
-                        lanes[at.lane].marks[at.mark].label += " -> " + rec.summary
+                        if keepsLabels { lanes[at.lane].marks[at.mark].label += " -> " + rec.summary }
                         if (rec.json?["isFinal"] ?? rec.json?["payload"]?["isFinal"])?.boolValue != false { openRPCs[id] = nil }
                     } else {
                         mark(name, .frame, rec)
@@ -212,6 +226,16 @@ public struct Timeline: Sendable {
                 }
             case .frameBinary:
                 mark(name, .frame, rec)
+            case .ping, .pong:
+                // Wire traces record WebSocket control frames as their own kinds.
+                mark(name, .heartbeat, rec)
+            default: break
+            }
+        }
+        if r.channel == .watch {
+            switch r.kind {
+            case .frameText, .frameBinary: mark("watch", .watchFrame, rec)
+            case .input, .action, .marker: mark("watch", .watchEvent, rec)
             default: break
             }
         }
@@ -222,14 +246,20 @@ public struct Timeline: Sendable {
                     check("timerNotArmed", r.time, rec.number, "timer \(j.jsonText) fired but was not armed (or was cancelled or already fired)")
                 }
                 armed.remove(j.jsonText)
+                endTimer(j.jsonText, at: r.time)
+                if !seenArm || r.channel == .watch { mark("timers", .timer, rec) }
             }
         case .action:
             guard let name = rec.inputOrActionName else { break }
             if name == "armTimer", let t = rec.json?["timer"] {
                 seenArm = true
                 armed.insert(t.jsonText)
+                endTimer(t.jsonText, at: r.time)
+                let deadline = rec.json?["deadline"]?.intValue.map { Moment(nanoseconds: $0) }
+                if let m = mark("timers", .timer, rec, end: deadline ?? r.time) { openTimers[t.jsonText] = (lane("timers"), m) }
             } else if name == "cancelTimer", let t = rec.json?["timer"] {
                 armed.remove(t.jsonText)
+                endTimer(t.jsonText, at: r.time)
             } else if name == "epochOpened" {
                 closeEpoch(at: r.time)
                 let deadline = rec.json?["deadline"]?.intValue.map { Moment(nanoseconds: $0) }
@@ -245,6 +275,20 @@ public struct Timeline: Sendable {
         }
     }
 
+    /// A timer's band ends when it fires, is cancelled or is armed again (whichever comes before its deadline).
+    private mutating func endTimer(_ key: String, at t: Moment) {
+        guard let at = openTimers.removeValue(forKey: key) else { return }
+        if let end = lanes[at.lane].marks[at.mark].end, end <= t { return }
+        lanes[at.lane].marks[at.mark].end = t
+    }
+
+    /// A lease's band: from a renewal to the next renewal or the release, at most until it expires.
+    private mutating func endLease(_ key: String, at t: Moment) {
+        guard let at = openLeases.removeValue(forKey: key) else { return }
+        let start = lanes[at.lane].marks[at.mark].time
+        lanes[at.lane].marks[at.mark].end = min(t, start + TraceStats.leaseExpiry)
+    }
+
     private mutating func closeEpoch(at t: Moment) {
         guard let e = openEpoch else { return }
         if let end = lanes[e.lane].marks[e.mark].end, end < t {} else { lanes[e.lane].marks[e.mark].end = t }
@@ -254,12 +298,13 @@ public struct Timeline: Sendable {
     private mutating func lease(_ rec: InspectedRecord, _ p: JSONValue) {
         let t = rec.record.time
         let key = p["sessionId"]?.stringValue ?? p["appSessionId"]?.stringValue ?? "?"
+        endLease(key, at: t)
         if p["active"]?.boolValue == false {
             mark("leases", .leaseRelease, rec)
             lastRenewal[key] = nil
             return
         }
-        mark("leases", .leaseRenew, rec)
+        if let m = mark("leases", .leaseRenew, rec) { openLeases[key] = (lane("leases"), m) }
         if let last = lastRenewal[key] {
             let gap = t - last
             if gap > TraceStats.leaseExpiry {
@@ -279,6 +324,8 @@ public struct Timeline: Sendable {
             lanes[at.lane].marks[at.mark].end = last
         }
         openRPCs = [:]
+        for key in openLeases.keys.sorted() { endLease(key, at: last) }
+        openTimers = [:]
         closeEpoch(at: last)
         for (g, reg) in registration.sorted(by: { $0.key < $1.key }) {
             check("registrationIncomplete", reg.sent, reg.record, "generation \(g) sent register at \(reg.sent) and never got registered/resumed before the trace ended")
@@ -304,15 +351,16 @@ public struct Timeline: Sendable {
             }
             for m in lane.marks {
                 let a = col(m.time)
-                if let e = m.end, m.kind != .frame {
+                if let e = m.end, m.kind != .frame, m.kind != .timer {
                     let b = col(e)
-                    if b > a { for c in (a + 1)...b { put(c, .frame, m.kind == .epoch ? "~" : "=") } }
+                    let fill: Character = m.kind == .epoch ? "~" : m.kind == .leaseRenew ? "_" : "="
+                    if b > a { for c in (a + 1)...b { put(c, .frame, fill) } }
                 }
                 put(a, m.kind)
             }
             out += lane.name.padded(10) + "| " + String(row) + "\n"
         }
-        out += "\nlegend: o open, O opened, r register, R registered/resumed, . heartbeat, = rpc span, ! rpc error, ? unanswered, - frame, x closed, X failed, L lease renewed, l lease released, E recovery epoch (~ its window), t timer\n"
+        out += "\nlegend: o open, O opened, r register, R registered/resumed, . heartbeat, = rpc span, ! rpc error, ? unanswered, - frame, x closed, X failed, L lease renewed (_ held), l lease released, E recovery epoch (~ its window), t timer armed or fired, w watch-channel event\n"
         for lane in lanes where lane.name.hasPrefix("g") {
             if let c = lane.marks.last(where: { $0.kind == .close || $0.kind == .fail }) {
                 out += "\(lane.name): \(c.kind == .fail ? "failed" : "closed") at \(c.time): \(c.label)\n"
@@ -331,109 +379,6 @@ public struct Timeline: Sendable {
         let gap = max(1, cols - left.count - right.count)
         return left + String(repeating: " ", count: gap) + right
     }
-
-    // MARK: HTML
-
-    /// A self-contained HTML page with an SVG of the same lanes: mouse wheel or the buttons zoom,
-    /// dragging pans, hovering a mark shows its frame (record number, time, summary).
-    public func html(title: String) -> String {
-        let t0 = start ?? .zero
-        let spanNs = max(1, ((end ?? .zero) - t0).nanoseconds)
-        let width = 1200.0
-        let laneH = 34.0
-        let top = 30.0
-        let left = 90.0
-        func x(_ t: Moment) -> Double { left + Double((t - t0).nanoseconds) / Double(spanNs) * (width - left - 20) }
-        func fmt(_ v: Double) -> String { String((v * 10).rounded() / 10) }
-        let height = top + Double(lanes.count) * laneH + 20
-        var svg = "<svg id=\"tl\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" width=\"100%\" preserveAspectRatio=\"none\" style=\"height:\(Int(height))px\">\n"
-        for k in 0...10 {
-            let t = Moment(nanoseconds: t0.nanoseconds + spanNs * Int64(k) / 10)
-            let xx = fmt(x(t))
-            svg += "<line class=\"grid\" x1=\"\(xx)\" x2=\"\(xx)\" y1=\"\(Int(top - 8))\" y2=\"\(Int(height - 10))\"/><text class=\"axis\" x=\"\(xx)\" y=\"\(Int(top - 12))\">\(t)</text>\n"
-        }
-        for (i, lane) in lanes.enumerated() {
-            let y = top + Double(i) * laneH
-            let mid = fmt(y + laneH / 2)
-            svg += "<g class=\"lane\" data-lane=\"\(xml(lane.name))\"><rect class=\"laneBg\" x=\"0\" y=\"\(fmt(y))\" width=\"\(Int(width))\" height=\"\(Int(laneH - 2))\"/>"
-            svg += "<text class=\"laneName\" x=\"6\" y=\"\(fmt(y + laneH / 2 + 4))\">\(xml(lane.name))</text>\n"
-            for m in lane.marks {
-                let tip = "<title>#\(m.record) \(m.time) \(xml(m.label))</title>"
-                let cls = "m \(m.kind.rawValue)"
-                if let e = m.end, m.kind != .frame {
-                    let w = max(1.5, x(e) - x(m.time))
-                    svg += "<rect class=\"\(cls)\" x=\"\(fmt(x(m.time)))\" y=\"\(fmt(y + 8))\" width=\"\(fmt(w))\" height=\"\(Int(laneH - 18))\">\(tip)</rect>\n"
-                } else {
-                    svg += "<circle class=\"\(cls)\" cx=\"\(fmt(x(m.time)))\" cy=\"\(mid)\" r=\"\(m.kind == .frame || m.kind == .heartbeat ? 3 : 5)\">\(tip)</circle>\n"
-                }
-            }
-            svg += "</g>\n"
-        }
-        svg += "</svg>"
-        var checksHTML = ""
-        if checks.isEmpty { checksHTML = "<li class=\"ok\">none</li>" }
-        for c in checks { checksHTML += "<li><b>\(xml(c.rule))</b> \(c.time)\(c.record.map { " record \($0)" } ?? ""): \(xml(c.message))</li>\n" }
-        return """
-            <!DOCTYPE html>
-            <html lang="en"><head><meta charset="utf-8"><title>\(xml(title)) - relaytrace timeline</title>
-            <style>
-            body{font:13px system-ui,sans-serif;margin:12px;background:#fff;color:#222}
-            #wrap{overflow:hidden;border:1px solid #ccc;cursor:grab}
-            .laneBg{fill:#f4f6f8}.laneName{font-weight:bold;fill:#333}.axis{font-size:10px;fill:#666;text-anchor:middle}.grid{stroke:#ddd}
-            .m{stroke:#333;stroke-width:.5}.frame{fill:#9aa}.heartbeat{fill:#7bd}.open,.opened{fill:#fff;stroke:#080;stroke-width:2}
-            .register{fill:#fc6}.registered{fill:#2a2}.rpc{fill:#69f;opacity:.7}.rpcError{fill:#e44;opacity:.8}.rpcUnanswered{fill:#f90;opacity:.6}
-            .close{fill:#000}.fail{fill:#d00}.leaseRenew{fill:#a5d}.leaseRelease{fill:#fff;stroke:#a5d;stroke-width:2}.epoch{fill:#fd8;opacity:.6}.timer{fill:#ccc}
-            .m:hover{stroke:#f00;stroke-width:2}#tip{position:fixed;pointer-events:none;background:#222;color:#fff;padding:4px 6px;border-radius:3px;font:12px monospace;display:none;max-width:60em;white-space:pre-wrap}
-            </style></head><body>
-            <h1>\(xml(title))</h1>
-            <p><button id="zin">zoom in</button> <button id="zout">zoom out</button> <button id="reset">reset</button>
-            wheel to zoom, drag to pan, hover a mark to see its frame</p>
-            <div id="wrap">
-            \(svg)
-            </div>
-            <div id="tip"></div>
-            <h2>Checks</h2><ul id="checks">\(checksHTML)</ul>
-            <p>Legend: open/opened (hollow green), register (amber), registered (green), heartbeat (light blue), RPC span (blue; red error; orange unanswered), close (black), fail (red), lease renewal (purple), recovery epoch (yellow band).</p>
-            <script>
-            (function(){
-            var svg=document.getElementById('tl'),W=\(Int(width)),H=\(Int(height)),vx=0,vw=W,tip=document.getElementById('tip');
-            function apply(){svg.setAttribute('viewBox',vx+' 0 '+vw+' '+H);}
-            function zoom(f,cx){var nw=Math.min(W,Math.max(W/2000,vw*f));if(cx===undefined)cx=vx+vw/2;vx=Math.min(W-nw,Math.max(0,cx-(cx-vx)*nw/vw));vw=nw;apply();}
-            svg.addEventListener('wheel',function(e){e.preventDefault();var r=svg.getBoundingClientRect();zoom(e.deltaY<0?0.8:1.25,vx+(e.clientX-r.left)/r.width*vw);},{passive:false});
-            document.getElementById('zin').onclick=function(){zoom(0.5);};
-            document.getElementById('zout').onclick=function(){zoom(2);};
-            document.getElementById('reset').onclick=function(){vx=0;vw=W;apply();};
-            var drag=null;svg.addEventListener('mousedown',function(e){drag={x:e.clientX,vx:vx};});
-            window.addEventListener('mouseup',function(){drag=null;});
-            window.addEventListener('mousemove',function(e){if(drag){var r=svg.getBoundingClientRect();vx=Math.min(W-vw,Math.max(0,drag.vx-(e.clientX-drag.x)/r.width*vw));apply();}});
-            svg.querySelectorAll('.m').forEach(function(m){var t=m.querySelector('title');
-            m.addEventListener('mouseenter',function(e){tip.textContent=t?t.textContent:'';tip.style.display='block';});
-            m.addEventListener('mousemove',function(e){tip.style.left=(e.clientX+12)+'px';tip.style.top=(e.clientY+12)+'px';});
-            m.addEventListener('mouseleave',function(){tip.style.display='none';});});
-            })();
-            </script>
-            </body></html>
-
-            """
-    }
-}
-
-/// `text` escaped for XML/HTML text and attributes.
-func xml(_ text: String) -> String {
-    var out = ""
-    out.reserveCapacity(text.utf8.count)
-    for c in text.unicodeScalars {
-        switch c {
-        case "&": out += "&amp;"
-        case "<": out += "&lt;"
-        case ">": out += "&gt;"
-        case "\"": out += "&quot;"
-        case "'": out += "&#39;"
-        default:
-            if c.value < 0x20 && c != "\n" && c != "\t" { out += "?" } else { out.unicodeScalars.append(c) }
-        }
-    }
-    return out
 }
 
 extension String {

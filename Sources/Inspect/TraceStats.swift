@@ -1,5 +1,5 @@
 public import RelayProtocol
-import Trace
+public import Trace
 
 /// Counts and bytes of one category.
 public struct CountAndBytes: Sendable, Hashable {
@@ -117,7 +117,10 @@ public struct TraceStats: Sendable {
     /// Records seen.
     public private(set) var records: UInt64 = 0
     /// Per record kind.
-    public private(set) var kinds: [String: CountAndBytes] = [:]
+    public var kinds: [String: CountAndBytes] {
+        Dictionary(uniqueKeysWithValues: kindCounts.map { (RecordKind(rawValue: $0.key).name, $0.value) })
+    }
+    private var kindCounts: [UInt16: CountAndBytes] = [:]
     /// Per relay message type (text frames; `(not json)` for the rest).
     public private(set) var types: [String: CountAndBytes] = [:]
     /// Per event type.
@@ -153,14 +156,42 @@ public struct TraceStats: Sendable {
 
     /// Adds one record (uncorrelated: the stats correlate RPCs themselves).
     public mutating func add(_ input: InspectedRecord) {
-        var rec = input
-        correlator.correlate(&rec)
-        let r = rec.record
+        // Only an RPC frame changes in correlation: others are read as they came (no copy).
+        if RpcCorrelator.isRelevant(input) {
+            var rec = input
+            correlator.correlate(&rec)
+            add(correlated: rec)
+        } else {
+            add(correlated: input)
+        }
+    }
+
+    /// Whether ``add(_:)`` reads more of a record of this kind than its header (its message type, its
+    /// JSON): text frames and socket ends. A record of any other kind adds exactly what its
+    /// ``RecordHeaderFacts`` do with ``add(header:)``.
+    public static func needsPayload(_ kind: RecordKind) -> Bool {
+        kind == .frameText || kind == .transportClosed || kind == .transportFailed
+    }
+
+    /// Adds one record of a kind that needs only its header (not ``needsPayload(_:)``): the same figures
+    /// as ``add(_:)`` with the whole record.
+    public mutating func add(header h: RecordHeaderFacts) {
+        addHeader(h)
+        if let g = h.generation, h.channel == .relay { _ = generationSlot(g, h) }
+    }
+
+    private mutating func addHeader(_ h: RecordHeaderFacts) {
         records += 1
-        let n = UInt64(r.payload.count)
-        kinds[r.kind.name, default: .init()].add(n)
-        firstTime = min(firstTime ?? r.time, r.time)
-        lastTime = max(lastTime ?? r.time, r.time)
+        kindCounts[h.kind.rawValue, default: .init()].add(h.bytes)
+        firstTime = min(firstTime ?? h.time, h.time)
+        lastTime = max(lastTime ?? h.time, h.time)
+    }
+
+    private mutating func add(correlated rec: InspectedRecord) {
+        let r = rec.record
+        let h = RecordHeaderFacts(r)
+        addHeader(h)
+        let n = h.bytes
         if r.kind == .frameText {
             types[rec.type ?? "(not json)", default: .init()].add(n)
             if let e = rec.eventType { events[e, default: .init()].add(n) }
@@ -173,7 +204,7 @@ public struct TraceStats: Sendable {
             let partial = (rec.json?["isFinal"] ?? rec.json?["payload"]?["isFinal"])?.boolValue == false
             if !partial { rpc[m, default: .init()].latencies.append(l.nanoseconds) }
         }
-        if let g = r.generation, r.channel == .relay { updateGeneration(g, rec) }
+        if let g = r.generation, r.channel == .relay { updateGeneration(generationSlot(g, h), rec) }
         if r.kind == .frameText, r.direction == .outbound {
             if rec.type == "heartbeat", let g = r.generation {
                 if let last = lastHeartbeat[g] { heartbeats.add((r.time - last).nanoseconds) }
@@ -196,18 +227,29 @@ public struct TraceStats: Sendable {
         }
     }
 
-    private mutating func updateGeneration(_ g: UInt64, _ rec: InspectedRecord) {
-        let r = rec.record
+    /// The generation's entry (made on its first record), updated with what the header says.
+    private mutating func generationSlot(_ g: UInt64, _ h: RecordHeaderFacts) -> Int {
         let i: Int
         if let k = generationIndex[g] { i = k } else {
             i = generations.count
             generationIndex[g] = i
-            generations.append(GenerationSummary(generation: g, firstSeen: r.time, lastSeen: r.time))
+            generations.append(GenerationSummary(generation: g, firstSeen: h.time, lastSeen: h.time))
         }
-        generations[i].lastSeen = max(generations[i].lastSeen, r.time)
+        generations[i].lastSeen = max(generations[i].lastSeen, h.time)
+        switch h.kind {
+        case .transportOpen: generations[i].open = generations[i].open ?? h.time
+        case .transportOpened: generations[i].opened = generations[i].opened ?? h.time
+        case .frameBinary, .frameText:
+            if h.direction == .inbound { generations[i].framesIn += 1 } else { generations[i].framesOut += 1 }
+        default: break
+        }
+        return i
+    }
+
+    /// What the payload of a record adds to its generation's entry `i`.
+    private mutating func updateGeneration(_ i: Int, _ rec: InspectedRecord) {
+        let r = rec.record
         switch r.kind {
-        case .transportOpen: generations[i].open = generations[i].open ?? r.time
-        case .transportOpened: generations[i].opened = generations[i].opened ?? r.time
         case .transportClosed, .transportFailed:
             guard generations[i].closed == nil else { break }
             generations[i].closed = r.time
@@ -220,14 +262,11 @@ public struct TraceStats: Sendable {
             if r.direction == .outbound || (r.kind == .transportClosed && r.direction == nil && why.isEmpty) { why.insert("by client", at: 0) }
             generations[i].closeReason = why.isEmpty ? (r.kind == .transportFailed ? "failed" : "closed") : why.joined(separator: " ")
         case .frameText:
-            if r.direction == .inbound { generations[i].framesIn += 1 } else { generations[i].framesOut += 1 }
             if rec.type == "register", r.direction == .outbound { generations[i].registerSent = generations[i].registerSent ?? r.time }
             if (rec.type == "registered" || rec.type == "resumed"), r.direction == .inbound, generations[i].registered == nil {
                 generations[i].registered = r.time
                 generations[i].resumed = rec.type == "resumed"
             }
-        case .frameBinary:
-            if r.direction == .inbound { generations[i].framesIn += 1 } else { generations[i].framesOut += 1 }
         default: break
         }
     }
@@ -302,6 +341,96 @@ public struct TraceStats: Sendable {
         line("leases: \(renewals) renewals of \(leaseRenewals.count) lease(s), \(leaseLateCount) late, \(leaseGaps) gaps; spacing: \(iv(leaseIntervals))")
         if correlator.openRequests > 0 { line("unanswered rpc requests: \(correlator.openRequests)") }
         return out
+    }
+}
+
+/// The header fields of a record, which are all ``TraceStats`` needs of most kinds.
+public struct RecordHeaderFacts: Sendable {
+    /// The kind.
+    public var kind: RecordKind
+    /// The channel.
+    public var channel: TraceChannel
+    /// The generation, if any.
+    public var generation: UInt64?
+    /// The direction, if any.
+    public var direction: FrameDirection?
+    /// The time.
+    public var time: Moment
+    /// The payload's size.
+    public var bytes: UInt64
+
+    /// The facts of `r`.
+    public init(_ r: TraceRecord) {
+        self.init(kind: r.kind, channel: r.channel, generation: r.generation, direction: r.direction, time: r.time, bytes: UInt64(r.payload.count))
+    }
+
+    /// The facts of the record `v`, read in place.
+    public init(_ v: TraceRecordView) {
+        self.init(kind: v.kind, channel: v.channel, generation: v.generation, direction: v.direction, time: v.time, bytes: UInt64(v.payload.count))
+    }
+
+    /// Facts given one by one.
+    public init(kind: RecordKind, channel: TraceChannel, generation: UInt64?, direction: FrameDirection?, time: Moment, bytes: UInt64) {
+        self.kind = kind
+        self.channel = channel
+        self.generation = generation
+        self.direction = direction
+        self.time = time
+        self.bytes = bytes
+    }
+}
+
+extension TraceStats {
+    /// What a worker hands over for one record: its header alone when that is all the figures need.
+    enum Item: Sendable {
+        case header(RecordHeaderFacts)
+        case record(InspectedRecord)
+    }
+
+    /// The figures of the records of `reader` at or after `since` and at or before `until`, read through
+    /// a ``TraceScanner`` on `workers` threads: records whose kind needs only its header
+    /// (``needsPayload(_:)``) are added from it without being built, the others as deferred
+    /// ``InspectedRecord``s, all in record order. `progress` gets the records added so far after each
+    /// chunk. The same figures as adding every record of the plain route (tested); returns the error that
+    /// ended the reading, if any.
+    public static func read(
+        _ reader: TraceReader, since: Moment? = nil, until: Moment? = nil, workers: Int = TraceScanPlan.defaultWorkers,
+        progress: (UInt64) -> Void = { _ in }
+    ) -> (stats: TraceStats, error: TraceError?) {
+        var plan = TraceScanPlan()
+        plan.workers = workers
+        plan.since = since
+        plan.until = until
+        let scanner = TraceScanner(reader: reader, plan: plan) { chunk, view -> [Item] in
+            var out: [Item] = []
+            out.reserveCapacity(view.count)
+            for i in 0..<view.count {
+                let v = view[i]
+                if let since, v.time < since { continue }
+                if let until, v.time > until { continue }
+                if needsPayload(v.kind) {
+                    out.append(.record(InspectedRecord(number: chunk.firstRecord + UInt64(i), record: v.record, deferringJSON: true)))
+                } else {
+                    out.append(.header(RecordHeaderFacts(v)))
+                }
+            }
+            return out
+        }
+        var stats = TraceStats()
+        do {
+            while let (_, items) = try scanner.next() {
+                for i in items.indices {
+                    switch items[i] {
+                    case .header(let h): stats.add(header: h)
+                    case .record(let r): stats.add(r)
+                    }
+                }
+                progress(stats.records)
+            }
+        } catch {
+            return (stats, error)
+        }
+        return (stats, nil)
     }
 }
 

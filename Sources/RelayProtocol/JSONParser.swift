@@ -145,7 +145,7 @@ struct JSONByteParser {
     /// The byte range of the skipped `$.payload.payload` object.
     var deferredRange: Range<Int>?
     /// Its top-level members: key, built scalar (nil for an object or array), byte range.
-    var deferredIndex: [(key: String, scalar: JSONValue?, range: Range<Int>)] = []
+    var deferredIndex: [ShallowMember] = []
     /// How many `payload` keys the top-level object and the envelope object had (more than one: ambiguous,
     /// the caller must parse fully).
     var topPayloadKeys = 0
@@ -163,6 +163,26 @@ struct JSONByteParser {
     private func describe(_ byte: UInt8) -> String {
         if byte >= 0x21 && byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
         return "byte 0x\(hexString([byte]))"
+    }
+
+    /// `parseDocument` (same checks, same errors) that reads a top-level object shallowly
+    /// (`parseShallowObject(expanding:)`) and only validates any other value. Nil members: not an object.
+    mutating func parseShallowDocument(expanding: String?, keeping: [String]?) throws(JSONParseError) -> [ShallowMember]? {
+        if end >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
+            throw fail("a byte order mark is not allowed; send UTF-8 without a BOM", at: 0)
+        }
+        skipWhitespace()
+        var members: [ShallowMember]?
+        if index < end && bytes[index] == ASCII.openBrace {
+            members = try parseShallowObject(expanding: expanding, keeping: keeping)
+        } else {
+            try skipValue()
+        }
+        skipWhitespace()
+        if index < end {
+            throw fail("unexpected \(describe(bytes[index])) after the JSON value; only whitespace may follow", at: index)
+        }
+        return members
     }
 
     mutating func parseDocument() throws(JSONParseError) -> JSONValue {
@@ -343,12 +363,14 @@ struct JSONByteParser {
     }
 
     /// `parseObject` (same checks, same errors, same order) that builds only the scalar members: nested
-    /// objects and arrays are validated by `skipValue`. Returns every member with its byte range.
-    private mutating func parseShallowObject() throws(JSONParseError) -> [(key: String, scalar: JSONValue?, range: Range<Int>)] {
+    /// objects and arrays are validated by `skipValue`, except that an object value of a member named
+    /// `expanding` is read the same shallow way (its members in ``ShallowMember/members``). Returns every
+    /// member with its byte range.
+    mutating func parseShallowObject(expanding: String? = nil, keeping: [String]? = nil) throws(JSONParseError) -> [ShallowMember] {
         let open = index
         try enter(at: open)
         index += 1
-        var out: [(key: String, scalar: JSONValue?, range: Range<Int>)] = []
+        var out: [ShallowMember] = []
         skipWhitespace()
         if index < end && bytes[index] == ASCII.closeBrace {
             index += 1
@@ -373,12 +395,18 @@ struct JSONByteParser {
             index += 1
             skipWhitespace()
             let start = index
-            if index < end && (bytes[index] == ASCII.openBrace || bytes[index] == ASCII.openBracket) {
+            if let expanding, index < end, bytes[index] == ASCII.openBrace, key == expanding {
+                let inner = try parseShallowObject(keeping: keeping)
+                out.append(ShallowMember(key: key, scalar: nil, range: start..<index, members: inner))
+            } else if index < end && (bytes[index] == ASCII.openBrace || bytes[index] == ASCII.openBracket) {
                 try skipValue()
-                out.append((key, nil, start..<index))
+                out.append(ShallowMember(key: key, scalar: nil, range: start..<index))
+            } else if let keeping, !keeping.contains(key) {
+                try skipValue()
+                out.append(ShallowMember(key: key, scalar: nil, range: start..<index))
             } else {
                 let v = try parseValue()
-                out.append((key, v, start..<index))
+                out.append(ShallowMember(key: key, scalar: v, range: start..<index))
             }
             skipWhitespace()
             guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }

@@ -2,6 +2,7 @@
 // depend on): `OVERVIEW / USAGE / ARGUMENTS / OPTIONS / SUBCOMMANDS` help on stdout with exit 0, usage
 // errors on stderr (`Error: ...`, the usage line, `See '... --help' for more information.`) with exit 64.
 // Later commands (stats, diff, export, replay, capture...) declare a `CommandSpec` and reuse it.
+import RelayProtocol
 
 /// Process exit codes (BSD sysexits, as swift-argument-parser and the house rules use them).
 public enum ExitCode: Int32, Sendable, Error {
@@ -58,6 +59,15 @@ struct ParsedArguments: Sendable {
     func value(_ long: String) -> String? { values[long] }
     /// Whether a flag was given.
     func flag(_ long: String) -> Bool { flags.contains(long) }
+    /// A positive duration option (`--for 10m`): nil when absent; a `UsageError` naming the option and
+    /// its text when that is not a positive time.
+    func positiveDuration(_ long: String, path: [String]) throws(UsageError) -> Duration? {
+        guard let text = values[long] else { return nil }
+        guard let ns = TimeSyntax.nanoseconds(text), ns > 0 else {
+            throw UsageError(message: "--\(long) '\(text)' is not a time (e.g. 30s, 2m)", commandPath: path)
+        }
+        return .nanoseconds(ns)
+    }
 }
 
 /// A command-line mistake: shown with the usage of `command`.

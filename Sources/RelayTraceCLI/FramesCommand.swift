@@ -27,7 +27,7 @@ enum FramesCommand {
             OptionSpec(long: "rpc-id", valueName: "ids", help: "Only RPCs with these ids."),
             OptionSpec(long: "since", valueName: "time", help: "Only records at or after this time (seconds or 1m30s, 250ms)."),
             OptionSpec(long: "until", valueName: "time", help: "Only records at or before this time."),
-            OptionSpec(long: "grep", valueName: "text", help: "Only records whose payload or summary contains this text."),
+            OptionSpec(long: "grep", valueName: "text", help: "Only records whose payload contains this text (PTC1 frames: their terminal data)."),
             OptionSpec(long: "channel", valueName: "channel", help: "Only this channel.", allowed: ["relay", "watch"]),
             OptionSpec(long: "color", valueName: "when", help: "Colour the table: auto (on a terminal), always or never; NO_COLOR always wins.", allowed: ["auto", "always", "never"], defaultValue: "auto"),
             OptionSpec(long: "salvage", help: "Skip damaged chunks (reporting each on stderr) instead of stopping at the first."),
@@ -66,53 +66,43 @@ enum FramesCommand {
         do { reader = try RelayTraceCommand.openTrace(path, ctx, salvage: args.flag("salvage")) } catch { return error }
         let format = args.value("format") ?? (Terminal.isTTY(1) ? "table" : "jsonl")
         let color = format == "table" && Terminal.useColor(args.value("color"))
-        var correlator = RpcCorrelator()
+        // Rendered where the record is built (on the scan's worker threads); written here in order.
+        let render: @Sendable (InspectedRecord) -> [UInt8] = { rec in
+            switch format {
+            case "table": Array((tableLine(rec, color: color) + "\n").utf8)
+            case "json": rec.jsonLine.serialized()
+            case "raw": rec.record.payload + [0x0A]
+            default: rec.jsonLine.serialized() + [0x0A]
+            }
+        }
         var first = true
         if format == "json" { ctx.stdout.write("[") }
-        var failure: TraceError?
-        do {
-            while let e = try reader.next() {
-                var rec = InspectedRecord(e)
-                correlator.correlate(&rec)
-                guard f.matches(rec) else { continue }
-                switch format {
-                case "table": ctx.stdout.line(tableLine(rec, color: color))
-                case "json":
-                    ctx.stdout.write(first ? "\n" : ",\n")
-                    ctx.stdout.write(bytes: rec.jsonLine.serialized())
-                case "raw":
-                    ctx.stdout.write(bytes: rec.record.payload)
-                    ctx.stdout.write("\n")
-                default:
-                    ctx.stdout.write(bytes: rec.jsonLine.serialized())
-                    ctx.stdout.write("\n")
-                }
-                first = false
-                if ctx.stdout.isBroken { return .success }  // stop early; the status is decided by CLIContext.finish
-            }
-        } catch {
-            failure = error
+        let (failure, problems) = RelayTraceCommand.listFrames(reader, f, render: render) { _, bytes in
+            if format == "json" { ctx.stdout.write(first ? "\n" : ",\n") }
+            ctx.stdout.write(bytes: bytes)
+            first = false
+            return !ctx.stdout.isBroken  // `| head` went away: stop quietly
         }
+        if ctx.stdout.isBroken { return .success }
         if format == "json" { ctx.stdout.write(first ? "]\n" : "\n]\n") }
         if let failure {
             ctx.stdout.flush()
             ctx.stderr.line("Error: \(failure.description)")
             return RelayTraceCommand.exitCode(for: failure)
         }
-        for p in reader.problems { ctx.stderr.line("warning: skipped: \(p.description)") }
+        for p in problems { ctx.stderr.line("warning: skipped: \(p.description)") }
         return .success
     }
 
     /// One aligned line: index, time, generation, direction, type, summary.
     static func tableLine(_ rec: InspectedRecord, color: Bool) -> String {
         let r = rec.record
-        let what = rec.type ?? (rec.terminal != nil ? "PTC1" : r.kind.name)
+        let what = rec.typeName
         var line = String(rec.number).padding(7) + r.time.description.padding(11)
         line += (r.generation.map { "g\($0)" } ?? "-").padding(5)
         let dir = (r.direction.map { $0 == .inbound ? "<-" : "->" } ?? " ").padding(3)
         line += Terminal.paint(dir, r.direction == .inbound ? "36" : "32", color && r.direction != nil)
-        let failed = r.kind == .transportFailed || rec.type == "error" || (rec.type == "rpc.response" && !((rec.json?["error"] ?? rec.json?["payload"]?["error"]) ?? .null).isNull)
-        line += Terminal.paint(what.padding(16), failed ? "31" : "1", color)
+        line += Terminal.paint(what.padding(16), rec.isFailure ? "31" : "1", color)
         var summary = rec.summary
         if rec.type != nil, summary.hasPrefix(what + " ") { summary = String(summary.dropFirst(what.count + 1)) }
         if r.channel != .relay { summary = "[\(r.channel)] " + summary }

@@ -6,6 +6,7 @@ import Darwin
 import Inspect
 import RelayProtocol
 import Trace
+import Viewer
 
 /// Opens `path` for writing (mode 0600, truncating; `-` is stdout) as an `Output`.
 func openOutput(_ path: String, _ ctx: CLIContext) -> Output? {
@@ -23,6 +24,29 @@ func openOutput(_ path: String, _ ctx: CLIContext) -> Output? {
 func finishOutput(_ out: Output, _ ctx: CLIContext) -> ExitCode {
     if out === ctx.stdout { return .success }
     return out.finish(reportingTo: ctx.stderr) ?? .success
+}
+
+/// The `--since/--until` options of the commands that read a window of a trace.
+let windowOptions = [
+    OptionSpec(long: "since", valueName: "time", help: "Only records at or after this time (seconds or 1m30s, 250ms); the first chunk is found through the index."),
+    OptionSpec(long: "until", valueName: "time", help: "Only records at or before this time; reading stops after the last chunk that can hold one."),
+]
+
+/// The window `--since/--until` ask for (usage errors name the command).
+func window(_ args: ParsedArguments, _ command: String) throws(UsageError) -> (since: Moment?, until: Moment?) {
+    let path = ["relaytrace", command]
+    var since: Moment?
+    var until: Moment?
+    do throws(FilterError) {
+        if let s = args.value("since") { since = try FrameFilter.time(s, option: "--since") }
+        if let u = args.value("until") { until = try FrameFilter.time(u, option: "--until") }
+    } catch {
+        throw UsageError(message: error.message, commandPath: path)
+    }
+    if let since, let until, until < since {
+        throw UsageError(message: "--until (\(until)) is before --since (\(since))", commandPath: path)
+    }
+    return (since, until)
 }
 
 /// Reports a read error after partial output.
@@ -64,25 +88,7 @@ enum ShowCommand {
             return .usage
         }
         let rec = InspectedRecord(entry)
-        guard case .object(var o) = rec.jsonLine else { return .success }
-        if rec.record.kind == .frameBinary {
-            o["base64"] = .string(base64(rec.record.payload))
-            if let t = rec.terminal { o["data"] = .string(String(decoding: t.data, as: UTF8.self)) }
-        } else if rec.json == nil, !rec.record.payload.isEmpty {
-            o["text"] = .string(rec.record.payloadText)
-        }
-        var paths: [String] = []
-        func find(_ j: JSONValue, _ p: String) {
-            switch j {
-            case .object(let m): for (k, v) in m.sorted(by: { $0.key < $1.key }) { find(v, p + "." + k) }
-            case .array(let a): for (i, v) in a.enumerated() { find(v, "\(p)[\(i)]") }
-            case .string(let s): if s.contains(Redactor.placeholderPrefix) { paths.append(p) }
-            default: break
-            }
-        }
-        for key in ["json", "text"] { if let v = o[key] { find(v, "$." + key) } }
-        o["redacted"] = .array(paths.map { .string($0) })
-        var text = JSONValue.object(o).prettyText()
+        var text = rec.detail.prettyText()
         if Terminal.useColor(args.value("color")) {
             text = text.replacingAll(Redactor.placeholderPrefix) { "\u{1B}[35m" + $0 + "\u{1B}[0m" }
         }
@@ -112,14 +118,25 @@ enum StatsCommand {
         abstract: "Counts, bytes, RPC latencies, generations, reconnects, leases and heartbeat jitter of a trace.",
         discussion: "Counts and bytes per record kind, message type and event type; RPC latency p50/p90/p99/max per method; per generation: open, registered, closed and why, duration; reconnects; lease renewals, late renewals (> 25 s) and gaps (> 40 s); heartbeat spacing and jitter (standard deviation). Exits 65 on a damaged trace after printing the figures of what could be read.",
         arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
-        options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")],
+        options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")] + windowOptions,
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        let w: (since: Moment?, until: Moment?)
+        do { w = try window(args, "stats") } catch { return RelayTraceCommand.usageError(error, ctx) }
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         var stats = TraceStats()
-        let error = readAll(reader, label: "stats") { stats.add($0); return true }
+        let error: TraceError?
+        if RelayTraceCommand.scanWorkers == 0 {
+            error = readAll(reader, label: "stats", since: w.since, until: w.until) { stats.add($0); return true }
+        } else {
+            let progress = Progress("stats", totalBytes: reader.source.size)
+            (stats, error) = TraceStats.read(reader, since: w.since, until: w.until, workers: RelayTraceCommand.scanWorkers) {
+                progress.report(records: $0, bytes: reader.statistics.bytesRead)
+            }
+            progress.done()
+        }
         if args.value("format") == "json" { ctx.stdout.line(stats.json.prettyText()) } else { ctx.stdout.write(stats.text) }
         if let error { return readFailure(error, ctx) }
         return .success
@@ -130,34 +147,44 @@ enum TimelineCommand {
     static let spec = CommandSpec(
         name: "timeline",
         abstract: "Draw a trace's timeline (ASCII, or self-contained HTML/SVG) with derived checks.",
-        discussion: "One lane per generation (open, register, registered, heartbeats, RPC spans, close), a lease lane and a recovery lane. Checks printed under the picture: lease renewed late (> 25 s) or after expiry (> 40 s), two live generations at once, a registration that never completed, a timer that fired without being armed. --html writes a page that zooms (wheel, buttons), pans (drag) and shows the frame under the mouse.",
+        discussion: "One lane per generation (open, register, registered, heartbeats and pings, RPC spans, close), a lease lane (renewals held until the next, the release or expiry), a recovery lane (epochs), a timer lane (armed to fired, cancelled or deadline) and a watch lane for watch-channel records. Checks printed under the picture: lease renewed late (> 25 s) or after expiry (> 40 s), two live generations at once, a registration that never completed, a timer that fired without being armed. --html saves the page of 'relaytrace view' with the trace's data in it (one self-contained file to share: generations packed into rows, zoom that redraws its ticks, frame list, filter, detail pane; the first \(SavedPage.maxRecords) records listed).",
         arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
         options: [
             OptionSpec(long: "html", valueName: "out", help: "Write the HTML page to this file instead of drawing ASCII."),
             OptionSpec(long: "width", valueName: "columns", help: "Width of the ASCII picture.", defaultValue: "100"),
             OptionSpec(long: "strict", help: "Exit 1 when a check fails."),
-        ],
+        ] + windowOptions,
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         guard let width = Int(args.value("width") ?? ""), (40...1000).contains(width) else {
             return RelayTraceCommand.usageError(UsageError(message: "--width must be a number of columns from 40 to 1000", commandPath: ["relaytrace", "timeline"]), ctx)
         }
+        let w: (since: Moment?, until: Moment?)
+        do { w = try window(args, "timeline") } catch { return RelayTraceCommand.usageError(error, ctx) }
+        if args.value("html") != nil && (w.since != nil || w.until != nil) {
+            return RelayTraceCommand.usageError(UsageError(message: "--since/--until draw part of the ASCII picture; the page --html saves covers the whole trace (relaytrace view zooms into any window)", commandPath: ["relaytrace", "timeline"]), ctx)
+        }
         let path = args.positionals["file"] ?? ""
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(path, ctx) } catch { return error }
-        var t = Timeline()
-        let error = readAll(reader, label: "timeline") { t.add($0); return true }
-        t.finish()
         if let out = args.value("html") {
+            // The viewer's page saved with its data (relaytrace view serves the same page live).
+            let title = path == "-" ? "stdin" : path
+            let page = SavedPage(reader: reader, title: title)
             guard let o = openOutput(out, ctx) else { return .ioError }
-            o.write(t.html(title: path == "-" ? "stdin" : path))
+            o.write(page.html(title: title))
             let code = finishOutput(o, ctx)
             if code != .success { return code }
-            ctx.stdout.line("wrote \(out): \(t.lanes.count) lanes, \(t.checks.count) check(s) failed")
-        } else {
-            ctx.stdout.write(t.ascii(width: width))
+            let rows = TimelineLayout(page.timeline).rows.count
+            ctx.stdout.line("wrote \(out): \(page.timeline.lanes.count) lanes in \(rows) rows, \(page.timeline.checks.count) check(s) failed")
+            if let error = page.problem { return readFailure(error, ctx) }
+            return args.flag("strict") && !page.timeline.checks.isEmpty ? .found : .success
         }
+        var t = Timeline()
+        let error = readAll(reader, label: "timeline", since: w.since, until: w.until) { t.add($0); return true }
+        t.finish()
+        ctx.stdout.write(t.ascii(width: width))
         if let error { return readFailure(error, ctx) }
         return args.flag("strict") && !t.checks.isEmpty ? .found : .success
     }
@@ -210,7 +237,7 @@ enum ExportCommand {
         options: [
             OptionSpec(long: "format", valueName: "format", help: "pcapng, har, jsonl or chrome-trace.", allowed: ["pcapng", "har", "jsonl", "chrome-trace"]),
             OptionSpec(long: "output", short: "o", valueName: "out", help: "The output file ('-' for stdout)."),
-        ],
+        ] + windowOptions,
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
@@ -221,6 +248,8 @@ enum ExportCommand {
         guard let outPath = args.value("output") else {
             return RelayTraceCommand.usageError(UsageError(message: "Missing expected option '-o <out>'", commandPath: path), ctx)
         }
+        let w: (since: Moment?, until: Moment?)
+        do { w = try window(args, "export") } catch { return RelayTraceCommand.usageError(error, ctx) }
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         guard let out = openOutput(outPath, ctx) else { return .ioError }
@@ -230,22 +259,22 @@ enum ExportCommand {
         switch format {
         case "pcapng":
             var x = PcapngExporter(wallClockStartNs: start) { out.write(bytes: $0) }
-            error = readAll(reader, label: "export") { x.add($0); return !out.isBroken }
+            error = readAll(reader, label: "export", since: w.since, until: w.until) { x.add($0); return !out.isBroken }
             count = x.packets
         case "har":
             var x = HARExporter(wallClockStartNs: start)
-            error = readAll(reader, label: "export") { x.add($0); return true }
+            error = readAll(reader, label: "export", since: w.since, until: w.until) { x.add($0); return true }
             let doc = x.finish()
             count = doc["log"]?["entries"]?.arrayValue?.count ?? 0
             out.write(doc.prettyText())
             out.write("\n")
         case "chrome-trace":
             var x = ChromeTraceExporter { out.write(bytes: $0) }
-            error = readAll(reader, label: "export") { x.add($0); count += 1; return !out.isBroken }
+            error = readAll(reader, label: "export", since: w.since, until: w.until) { x.add($0); count += 1; return !out.isBroken }
             x.finish()
         default:
             var c = RpcCorrelator()
-            error = readAll(reader, label: "export") { r in
+            error = readAll(reader, label: "export", since: w.since, until: w.until) { r in
                 var rec = r
                 c.correlate(&rec)
                 out.write(bytes: rec.jsonLine.serialized())

@@ -71,13 +71,8 @@ enum RelayCommand {
         guard let seed = UInt64(args.value("seed") ?? "1") else {
             return RelayTraceCommand.usageError(UsageError(message: "--seed takes a whole number", commandPath: path), ctx)
         }
-        var stopAfter: Duration?
-        if let f = args.value("for") {
-            guard let ns = FaultScript.parseDuration(f), ns > 0 else {
-                return RelayTraceCommand.usageError(UsageError(message: "--for '\(f)' is not a time", commandPath: path), ctx)
-            }
-            stopAfter = .nanoseconds(ns)
-        }
+        let stopAfter: Duration?
+        do { stopAfter = try args.positiveDuration("for", path: path) } catch { return RelayTraceCommand.usageError(error, ctx) }
         let cert = args.value("tls-cert"), key = args.value("tls-key")
         guard (cert == nil) == (key == nil) else {
             return RelayTraceCommand.usageError(UsageError(message: "--tls-cert and --tls-key go together", commandPath: path), ctx)

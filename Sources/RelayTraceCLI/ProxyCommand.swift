@@ -52,11 +52,8 @@ enum ProxyCommand {
             return usage("--upstream '\(upstreamText)' is not a ws:// or wss:// URL: \(error)")
         }
         guard let output = args.value("output") else { return usage("-o FILE is required (the wire trace to write)") }
-        var stopAfter: Duration?
-        if let f = args.value("for") {
-            guard let ns = TimeSyntax.nanoseconds(f), ns > 0 else { return usage("--for '\(f)' is not a time (e.g. 30s, 2m)") }
-            stopAfter = .nanoseconds(ns)
-        }
+        let stopAfter: Duration?
+        do { stopAfter = try args.positiveDuration("for", path: path) } catch { return usage(error.message) }
         let cert = args.value("tls-cert"), key = args.value("tls-key")
         guard (cert == nil) == (key == nil) else { return usage("--tls-cert and --tls-key go together") }
         let selfSigned = args.flag("tls-self-signed")

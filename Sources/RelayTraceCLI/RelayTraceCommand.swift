@@ -34,7 +34,7 @@ public enum RelayTraceCommand {
         abstract: "Record-and-replay debugger for the PlanToCode relay client: inspect and check trace files.",
         options: [OptionSpec(long: "version", help: "Show the version.")],
         subcommands: [InfoCommand.spec, VerifyCommand.spec, FramesCommand.spec, SimulateCommand.spec, CaptureCommand.spec, RelayCommand.spec, ProxyCommand.spec, ReplayCommand.spec, ShowCommand.spec, StatsCommand.spec,
-                      TimelineCommand.spec, DiffCommand.spec, ExportCommand.spec, RedactCommand.spec, LintCommand.spec, CheckCommand.spec,
+                      TimelineCommand.spec, ViewCommand.spec, DiffCommand.spec, ExportCommand.spec, RedactCommand.spec, LintCommand.spec, CheckCommand.spec,
                       CommandSpec(name: "help", abstract: "Show subcommand help information.")])
 
     static func dispatch(_ args: [String], _ ctx: CLIContext) -> ExitCode {

@@ -174,17 +174,31 @@ enum ReplayCommand {
     /// `--format json`: the result as one JSON object on stdout (a damage also on stderr), with the same
     /// exit code as the text form.
     static func result(_ stop: ReplayStop, _ r: Replayer, path: String, _ ctx: CLIContext) -> ExitCode {
+        emit(stop, resultFields(r, path: path), state: { r.snapshot.json }, path: path, ctx)
+    }
+
+    /// The members of a relay replay's JSON result besides the stop's.
+    static func resultFields(_ r: Replayer, path: String) -> [String: JSONValue] {
         var o: [String: JSONValue] = [
             "file": .string(path), "records": .int(Int64(r.records.count)), "position": .int(Int64(r.position)),
             "generations": .int(Int64(bitPattern: r.machine.lastGeneration.rawValue)), "phase": .string("\(r.machine.phase)"),
         ]
         if let problem = r.readProblem { o["incomplete"] = .string(problem.description) }
-        return emit(stop, o, state: { r.snapshot.json }, path: path, ctx)
+        return o
     }
 
     /// Prints `o` with the stop's `result` and its member (`paused` with `state()`, `divergence`, `damage`;
     /// a damage also on stderr), and returns the exit code the text form would.
     static func emit(_ stop: ReplayStop, _ o: [String: JSONValue], state: () -> JSONValue, path: String, _ ctx: CLIContext) -> ExitCode {
+        let (json, code) = resultObject(stop, o, state: state)
+        if case .damaged(let at, let error) = stop { ctx.stderr.line("Error: \(path): damaged at record #\(at): \(error.description)") }
+        ctx.stdout.line(json.prettyText())
+        return code
+    }
+
+    /// `o` with the stop's `result` and its member (`paused` with `state()`, `divergence`, `damage`), and
+    /// the exit code the text form returns (what `--format json` prints and `relaytrace view` shows).
+    static func resultObject(_ stop: ReplayStop, _ o: [String: JSONValue], state: () -> JSONValue) -> (JSONValue, ExitCode) {
         var o = o
         let code: ExitCode
         switch stop {
@@ -204,11 +218,9 @@ enum ReplayCommand {
             o["result"] = "damaged"
             o["damage"] = ["record": .int(Int64(at)), "code": .string(error.code.rawValue),
                            "offset": error.offset.map { .int(Int64(bitPattern: $0)) } ?? .null, "message": .string(error.description)]
-            ctx.stderr.line("Error: \(path): damaged at record #\(at): \(error.description)")
             code = RelayTraceCommand.exitCode(for: error)
         }
-        ctx.stdout.line(JSONValue.object(o).prettyText())
-        return code
+        return (.object(o), code)
     }
 
     // MARK: Wire traces
@@ -307,14 +319,19 @@ enum ReplayCommand {
     /// `actions`, `watchLaunches`, `phoneLaunches`, `result` (`finished`, `diverged`, `damaged`),
     /// `divergence` or `damage` as for a relay trace, `incomplete` when so, and `state` (the machines).
     static func watchResult(_ stop: ReplayStop, _ r: WatchReplayer, path: String, _ ctx: CLIContext) -> ExitCode {
+        // A watch replay does not pause (no breakpoints): its stops are finished, diverged or damaged.
+        emit(stop, watchResultFields(r, path: path), state: { r.snapshot.json }, path: path, ctx)
+    }
+
+    /// The members of a watch replay's JSON result besides the stop's.
+    static func watchResultFields(_ r: WatchReplayer, path: String) -> [String: JSONValue] {
         var o: [String: JSONValue] = [
             "file": .string(path), "channel": "watch", "records": .int(Int64(r.records.count)), "position": .int(Int64(r.position)),
             "inputs": .int(Int64(r.inputsFed)), "actions": .int(Int64(r.actionsMatched)),
             "watchLaunches": .int(Int64(r.watchLaunches)), "phoneLaunches": .int(Int64(r.phoneLaunches)), "state": r.snapshot.json,
         ]
         if let problem = r.readProblem { o["incomplete"] = .string(problem.description) }
-        // A watch replay does not pause (no breakpoints): its stops are finished, diverged or damaged.
-        return emit(stop, o, state: { r.snapshot.json }, path: path, ctx)
+        return o
     }
 
     /// The exit code of an interactive replay: the damage's, 1 after a divergence, else 0.

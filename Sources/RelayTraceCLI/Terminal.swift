@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Inspect
+import RelayProtocol
 import Trace
 
 /// Terminal facts: colours only on a TTY and never with `NO_COLOR`; progress only on a TTY.
@@ -78,22 +79,44 @@ final class Progress {
     }
 }
 
-/// Reads a trace to the end with `body`, with a progress line on a terminal; returns the error that
-/// stopped the reading (after every good record), if any.
-func readAll(_ reader: TraceReader, label: String, _ body: (InspectedRecord) -> Bool) -> TraceError? {
+/// Reads a trace to the end (or the records from `since` to `until`) with `body`, with a progress line
+/// on a terminal; returns the error that stopped the reading (after every good record), if any. The
+/// records are made on the scan's worker threads (``InspectedRecords``), or one by one by the reader when
+/// `RELAYTRACE_SCAN_WORKERS` is 0.
+func readAll(_ reader: TraceReader, label: String, since: Moment? = nil, until: Moment? = nil, _ body: (InspectedRecord) -> Bool) -> TraceError? {
     let progress = Progress(label, totalBytes: reader.source.size)
     defer { progress.done() }
     var n: UInt64 = 0
-    do {
-        while let e = try reader.next() {
-            n += 1
-            progress.update(records: n, bytes: reader.statistics.bytesRead)
-            if !body(InspectedRecord(e)) { return nil }
-        }
-    } catch {
-        return error
+    let each = { (rec: InspectedRecord) -> Bool in
+        n += 1
+        progress.update(records: n, bytes: reader.statistics.bytesRead)
+        return body(rec)
     }
-    return nil
+    let workers = RelayTraceCommand.scanWorkers
+    if workers == 0 { return InspectedRecords.plain(reader, since: since, until: until, each) }
+    return InspectedRecords.read(reader, since: since, until: until, workers: workers, each)
+}
+
+extension RelayTraceCommand {
+    /// Threads for reading traces: `RELAYTRACE_SCAN_WORKERS` (0 selects the plain, single-threaded
+    /// route the fast one is tested against), else one per processor.
+    static var scanWorkers: Int {
+        if let v = getenv("RELAYTRACE_SCAN_WORKERS"), let n = Int(String(cString: v)), n >= 0 { return min(n, 64) }
+        return TraceScanPlan.defaultWorkers
+    }
+
+    /// The records `frames` prints for `filter`, rendered, in order (``FrameListing``).
+    static func listFrames(
+        _ reader: TraceReader, _ filter: FrameFilter, render: @escaping @Sendable (InspectedRecord) -> [UInt8],
+        _ body: (UInt64, [UInt8]) -> Bool
+    ) -> (error: TraceError?, problems: [TraceError]) {
+        let workers = scanWorkers
+        if workers == 0 {
+            let error = FrameListing.plain(reader, filter, render: render, body)
+            return (error, reader.problems)
+        }
+        return FrameListing.fast(reader, filter, workers: workers, render: render, body)
+    }
 }
 
 /// Writes `text` straight to fd 2 (the progress line bypasses the buffered stderr `Output`).

@@ -29,11 +29,14 @@ public enum TraceFormat {
     public static let chunkHeaderFrameSize = 60
     /// Bytes of the trailer frame (8 frame bytes + 52 content bytes).
     public static let trailerFrameSize = 60
+    /// The largest chunk summary frame a reader accepts: 1 MiB.
+    public static let maxSummarySize = 1 << 20
 
     static let tagHeader: UInt32 = tag("RTHD")
     static let tagChunk: UInt32 = tag("RTCH")
     static let tagIndex: UInt32 = tag("RTIX")
     static let tagTrailer: UInt32 = tag("RTTR")
+    static let tagSummary: UInt32 = tag("RTCS")
 
     static func tag(_ s: StaticString) -> UInt32 {
         s.withUTF8Buffer { b in
@@ -94,6 +97,9 @@ public struct TraceChunkInfo: Sendable, Hashable {
 public struct TraceTrailer: Sendable, Hashable {
     /// Flag bit 0: the writer stopped early (write error) before closing normally.
     public static let flagWriterStopped: UInt32 = 1
+    /// Flag bit 1: every chunk of the file is followed by its summary frame (`RTCS`, §3.7), so a chunk
+    /// without one is damage.
+    public static let flagChunkSummaries: UInt32 = 2
 
     /// Flag bits.
     public var flags: UInt32
@@ -133,12 +139,23 @@ enum FrameCodec {
         out.append(contentsOf: r.payload)
     }
 
-    /// Decodes the record at `offset` of `bytes` and advances `offset` past it. `where` names the place
-    /// for error messages; `fileOffset` is the offset reported in errors.
+    /// The fixed fields of a record, as stored.
+    struct RecordHeader {
+        var kind: UInt16
+        var flags: UInt8
+        var channel: UInt8
+        var time: Int64
+        var generation: UInt64
+        var payload: Range<Int>
+    }
+
+    /// Checks the record at `offset` of `bytes` (header fits, reserved flags clear, payload within the
+    /// limit and the bytes) and advances `offset` past it, without copying anything. `where` names the
+    /// place for error messages; `fileOffset` is the offset reported in errors.
     @inline(__always)
-    static func decodeRecord(
+    static func checkRecord(
         _ bytes: UnsafeRawBufferPointer, offset: inout Int, fileOffset: UInt64, where place: @autoclosure () -> String
-    ) throws(TraceError) -> TraceRecord {
+    ) throws(TraceError) -> RecordHeader {
         let remaining = bytes.count - offset
         guard remaining >= TraceFormat.recordHeaderSize else {
             throw TraceError(
@@ -167,13 +184,28 @@ enum FrameCodec {
                 .corrupt, offset: fileOffset,
                 "record at \(place()) declares a \(length)-byte payload but only \(bytes.count - start) bytes remain in the chunk")
         }
-        let payload = [UInt8](UnsafeRawBufferPointer(rebasing: bytes[start..<(start + length)]))
         offset = start + length
-        return TraceRecord(
-            kind: RecordKind(rawValue: kind), time: Moment(nanoseconds: time), channel: TraceChannel(rawValue: channel),
-            generation: flags & 1 != 0 ? generation : nil,
-            direction: flags & 2 != 0 ? (flags & 4 != 0 ? .outbound : .inbound) : nil,
-            payload: payload)
+        return RecordHeader(kind: kind, flags: flags, channel: channel, time: time, generation: generation, payload: start..<(start + length))
+    }
+
+    /// Decodes the record at `offset` of `bytes` (checked as ``checkRecord(_:offset:fileOffset:where:)``)
+    /// and advances `offset` past it.
+    @inline(__always)
+    static func decodeRecord(
+        _ bytes: UnsafeRawBufferPointer, offset: inout Int, fileOffset: UInt64, where place: @autoclosure () -> String
+    ) throws(TraceError) -> TraceRecord {
+        let h = try checkRecord(bytes, offset: &offset, fileOffset: fileOffset, where: place())
+        return record(h, in: bytes)
+    }
+
+    /// The record whose checked header is `h`, its payload copied out of `bytes`.
+    @inline(__always)
+    static func record(_ h: RecordHeader, in bytes: UnsafeRawBufferPointer) -> TraceRecord {
+        TraceRecord(
+            kind: RecordKind(rawValue: h.kind), time: Moment(nanoseconds: h.time), channel: TraceChannel(rawValue: h.channel),
+            generation: h.flags & 1 != 0 ? h.generation : nil,
+            direction: h.flags & 2 != 0 ? (h.flags & 4 != 0 ? .outbound : .inbound) : nil,
+            payload: [UInt8](UnsafeRawBufferPointer(rebasing: bytes[h.payload])))
     }
 
     // MARK: frames

@@ -65,21 +65,20 @@ public final class TraceReader {
     /// True when the file has a trailer and an index that check out: the writer closed it.
     public var isComplete: Bool { trailer != nil && index != nil }
 
-    // Iteration state.
-    private var position: UInt64
+    // Iteration: the frame walk, and what the records handed out so far imply.
+    var walk: WalkState
     private var pending: [TraceRecord] = []
     private var pendingNext = 0
     private var pendingFirst: UInt64 = 0
-    private var nextRecord: UInt64 = 0
-    private var nextSequence: UInt32 = 0
-    private var fromStart = true
+    /// The sequence number of the chunk whose records are in `pending` (its summary frame is checked
+    /// against them).
+    private var pendingSequence: UInt32?
     private var scanned: [TraceChunkInfo] = []
-    private var seenIndex: (offset: UInt64, size: UInt32, chunks: [TraceChunkInfo])?
-    private var finished = false
     private var failure: TraceError?
     private var chunkTableCache: [TraceChunkInfo]?
     private let decompressor: ZstdDecompressor
     private var chunkBuffer: [UInt8] = []
+    private var recordStarts: [Int] = []
 
     /// Opens the trace at `path`.
     public convenience init(path: String, options: Options = Options()) throws(TraceError) {
@@ -140,8 +139,9 @@ public final class TraceReader {
         headerRecord = record
         header = try TraceHeader.parse(record: record)
         dataOffset = UInt64(frame.count)
-        position = dataOffset
+        walk = WalkState(cursor: dataOffset)
         loadTrailer()
+        if let trailer { walk.summaries = trailer.flags & TraceTrailer.flagChunkSummaries != 0 }
     }
 
     private func loadTrailer() {
@@ -198,13 +198,13 @@ public final class TraceReader {
                 return entry
             }
             if let failure { throw failure }
-            if finished { return nil }
+            if walk.finished { return nil }
             do {
                 try step()
             } catch {
                 if options.salvage && error.code != .io {
                     problems.append(error)
-                    resync(after: error)
+                    resync()
                 } else {
                     failure = error
                     throw error
@@ -224,17 +224,63 @@ public final class TraceReader {
         }
     }
 
-    /// Reads the frame at `position` and advances past it; fills `pending` when it is a chunk.
+    /// Reads the frame at the walk's cursor and advances past it; fills `pending` when it is a chunk. On a
+    /// problem the walk stays at the frame (salvage resumes after it).
     private func step() throws(TraceError) {
-        let at = position
+        var w = walk
+        let s = try walkFrame(&w)
+        switch s.event {
+        case .chunk(let info):
+            let (records, generations) = try decodeChunk(info)
+            var done = info
+            done.generations = generations
+            if w.fromStart { scanned.append(done) }
+            pending = records
+            pendingNext = 0
+            pendingFirst = info.firstRecord
+            pendingSequence = info.sequence
+        case .summary(let summary, let chunk):
+            try checkSummary(summary, of: chunk, at: s.offset)
+        case .index(let chunks):
+            if w.fromStart && !options.salvage { try checkIndex(chunks, against: scanned, at: s.offset) }
+        case .trailer, .skipped, .end:
+            break
+        }
+        walk = w
+    }
+
+    /// Checks a summary frame against the records of the chunk it follows (decoded just before).
+    private func checkSummary(_ summary: TraceChunkSummary, of chunk: TraceChunkInfo, at offset: UInt64) throws(TraceError) {
+        guard pendingSequence == chunk.sequence else { return }
+        var b = TraceChunkSummary.Builder()
+        for r in pending { b.add(r) }
+        guard b.summary == summary else {
+            throw TraceError(.corrupt, offset: offset, "the summary frame of chunk \(chunk.sequence) does not describe its records; the summary is damaged or was written by a faulty writer")
+        }
+    }
+
+    /// The index check of a walk from the first chunk: the index lists exactly the chunks seen.
+    func checkIndex(_ chunks: [TraceChunkInfo], against scanned: [TraceChunkInfo], at offset: UInt64) throws(TraceError) {
+        guard chunks == scanned else {
+            let firstDiff = Array(zip(chunks, scanned)).firstIndex { $0 != $1 } ?? min(chunks.count, scanned.count)
+            throw TraceError(.corrupt, offset: offset, "the index does not match the chunks in the file (\(chunks.count) entries, \(scanned.count) chunks; first difference at entry \(firstDiff))")
+        }
+    }
+
+    /// Reads and checks the frame at `w.cursor` and moves `w` past it (a chunk's header only: the caller
+    /// decodes the chunk). Leaves `w` as it was when it throws.
+    func walkFrame(_ walkState: inout WalkState) throws(TraceError) -> WalkStep {
+        var w = walkState
+        let at = w.cursor
         let head = try source.read(at: at, count: 8)
         statistics.bytesRead += UInt64(head.count)
         if head.isEmpty {
-            finished = true
-            if let seen = seenIndex {
+            if let seen = w.seenIndex {
                 throw TraceError(.truncated, offset: at, "the file ends after the index (at \(seen.offset)) without its trailer; the recorder died while closing")
             }
-            return
+            w.finished = true
+            walkState = w
+            return WalkStep(event: .end, offset: at)
         }
         guard head.count == 8, let magic = head.u32(at: 0), let size = head.u32(at: 4) else {
             throw TraceError(.truncated, offset: at, "the file ends \(head.count) bytes into a frame header; the recorder was stopped mid-write")
@@ -255,9 +301,21 @@ public final class TraceReader {
             guard t.count == 4 else { throw TraceError(.truncated, offset: at, "the file ends inside a frame") }
             tag = t.u32(at: 0) ?? 0
         }
-        if seenIndex != nil && tag != TraceFormat.tagTrailer {
+        if w.seenIndex != nil && tag != TraceFormat.tagTrailer {
             throw TraceError(.corrupt, offset: at, "expected the trailer after the index, found another frame")
         }
+        if let c = w.afterChunk {
+            if tag == TraceFormat.tagSummary {
+                if w.summaries == false {
+                    throw TraceError(.corrupt, offset: at, "chunk \(c.sequence) is followed by a summary frame, but the chunks before it (or the trailer) say the file has none; the file is damaged")
+                }
+            } else if w.summaries == true {
+                throw TraceError(.corrupt, offset: at, "chunk \(c.sequence) is not followed by its summary frame (RTCS); the file is damaged here")
+            } else {
+                w.summaries = false
+            }
+        }
+        let event: WalkEvent
         switch tag {
         case TraceFormat.tagChunk:
             let b = try readExactly(at: at, count: TraceFormat.chunkHeaderFrameSize, what: "chunk header")
@@ -267,60 +325,76 @@ public final class TraceReader {
             guard info.firstRecord <= UInt64.max - UInt64(info.recordCount) else {
                 throw TraceError(.corrupt, offset: at, "chunk \(info.sequence) numbers its records from \(info.firstRecord), past the last record number there can be")
             }
-            if fromStart && !options.salvage {
-                guard info.sequence == nextSequence, info.firstRecord == nextRecord else {
-                    throw TraceError(.corrupt, offset: at, "chunk \(info.sequence) starting at record \(info.firstRecord) follows chunk \(Int(nextSequence) - 1) ending before record \(nextRecord); chunks are missing or out of order")
+            if w.fromStart && !options.salvage {
+                guard info.sequence == w.nextSequence, info.firstRecord == w.nextRecord else {
+                    throw TraceError(.corrupt, offset: at, "chunk \(info.sequence) starting at record \(info.firstRecord) follows chunk \(Int(w.nextSequence) - 1) ending before record \(w.nextRecord); chunks are missing or out of order")
                 }
             }
-            let (records, generations) = try decodeChunk(info)
-            var done = info
-            done.generations = generations
-            if fromStart { scanned.append(done) }
-            pending = records
-            pendingNext = 0
-            pendingFirst = info.firstRecord
-            nextRecord = info.firstRecord + UInt64(info.recordCount)
-            nextSequence = info.sequence &+ 1
-            position = info.endOffset
+            w.nextRecord = info.firstRecord + UInt64(info.recordCount)
+            w.nextSequence = info.sequence &+ 1
+            w.afterChunk = info
+            w.cursor = info.endOffset
+            event = .chunk(info)
+        case TraceFormat.tagSummary:
+            guard let c = w.afterChunk else {
+                throw TraceError(.corrupt, offset: at, "a chunk summary frame (RTCS) that does not follow a chunk; the file is damaged")
+            }
+            guard Int(size) + 8 <= TraceFormat.maxSummarySize else {
+                throw TraceError(.limitExceeded, offset: at, "chunk summary frame of \(size) bytes is over the \(TraceFormat.maxSummarySize)-byte limit")
+            }
+            let b = try readExactly(at: at, count: 8 + Int(size), what: "chunk summary")
+            let (sequence, frameCRC, summary) = try FrameCodec.decodeSummaryFrame(b, offset: at)
+            guard sequence == c.sequence, frameCRC == c.frameCRC, summary.recordCount == UInt64(c.recordCount) else {
+                throw TraceError(.corrupt, offset: at, "the summary frame here describes chunk \(sequence) (\(summary.recordCount) records), not chunk \(c.sequence) (\(c.recordCount) records) before it; the file is damaged")
+            }
+            w.summaries = true
+            w.afterChunk = nil
+            w.cursor = frameEnd
+            event = .summary(summary, chunk: c)
         case TraceFormat.tagIndex:
             guard Int(size) + 8 <= TraceFormat.maxIndexSize else {
                 throw TraceError(.limitExceeded, offset: at, "index frame of \(size) bytes is over the \(TraceFormat.maxIndexSize)-byte limit")
             }
             let b = try readExactly(at: at, count: 8 + Int(size), what: "index")
             let chunks = try FrameCodec.decodeIndex(b, offset: at)
-            if fromStart && !options.salvage {
-                guard chunks == scanned else {
-                    let firstDiff = Array(zip(chunks, scanned)).firstIndex { $0 != $1 } ?? min(chunks.count, scanned.count)
-                    throw TraceError(.corrupt, offset: at, "the index does not match the chunks in the file (\(chunks.count) entries, \(scanned.count) chunks; first difference at entry \(firstDiff))")
-                }
-            }
-            seenIndex = (at, size + 8, chunks)
-            position = frameEnd
+            w.seenIndex = SeenIndex(offset: at, size: size + 8, chunkCount: chunks.count)
+            w.afterChunk = nil
+            w.cursor = frameEnd
+            event = .index(chunks)
         case TraceFormat.tagTrailer:
             let b = try readExactly(at: at, count: TraceFormat.trailerFrameSize, what: "trailer")
             guard let t = try FrameCodec.decodeTrailer(b, offset: at) else {
                 throw TraceError(.corrupt, offset: at, "a trailer frame of the wrong size (\(size) bytes, expected 52)")
             }
-            guard let seen = seenIndex, seen.offset == t.indexOffset, seen.size == t.indexFrameSize,
-                UInt32(seen.chunks.count) == t.chunkCount
+            guard let seen = w.seenIndex, seen.offset == t.indexOffset, seen.size == t.indexFrameSize,
+                UInt32(seen.chunkCount) == t.chunkCount
             else {
                 throw TraceError(.corrupt, offset: at, "the trailer does not point to the index before it")
             }
-            if fromStart && !options.salvage && t.recordCount != nextRecord {
-                throw TraceError(.corrupt, offset: at, "the trailer counts \(t.recordCount) records, the chunks hold \(nextRecord)")
+            if w.fromStart && !options.salvage && t.recordCount != w.nextRecord {
+                throw TraceError(.corrupt, offset: at, "the trailer counts \(t.recordCount) records, the chunks hold \(w.nextRecord)")
             }
             if let total = source.size, frameEnd != total {
                 throw TraceError(.corrupt, offset: frameEnd, "\(total - frameEnd) bytes follow the trailer; the file was appended to after closing")
             }
-            finished = true
-            position = frameEnd
+            w.finished = true
+            w.afterChunk = nil
+            w.cursor = frameEnd
+            event = .trailer(t)
         case TraceFormat.tagHeader:
             throw TraceError(.corrupt, offset: at, "a second header frame inside the file; two traces were concatenated or the file is damaged")
         default:
             // A skippable frame this version does not know (other magic or tag): skip it.
-            position = frameEnd
+            w.afterChunk = nil
+            w.cursor = frameEnd
+            event = .skipped
         }
+        walkState = w
+        return WalkStep(event: event, offset: at)
     }
+
+    /// Counts bytes a scan read on the reader's behalf.
+    func noteBytesRead(_ n: UInt64) { statistics.bytesRead += n }
 
     private func readExactly(at: UInt64, count: Int, what: String) throws(TraceError) -> [UInt8] {
         let b = try source.read(at: at, count: count)
@@ -355,6 +429,18 @@ public final class TraceReader {
 
     /// Reads, checks and decodes one chunk. Errors carry the chunk's offset.
     private func decodeChunk(_ c: TraceChunkInfo) throws(TraceError) -> ([TraceRecord], [UInt64]) {
+        let frame = try readChunkFrame(c)
+        statistics.chunksDecoded += 1
+        let generations = try TraceReader.decodeChunkFrame(c, frame: frame, decompressor: decompressor, into: &chunkBuffer, starts: &recordStarts)
+        let records = chunkBuffer.withUnsafeBytes { b in
+            TraceChunkView(bytes: UnsafeRawBufferPointer(rebasing: b[0..<Int(c.uncompressedSize)]), starts: recordStarts).allRecords()
+        }
+        return (records, generations)
+    }
+
+    /// The checks of a chunk that need no decompression (its declared sizes against the limits and the
+    /// file's end), then its zstd frame's bytes. Errors carry the chunk's offset.
+    func readChunkFrame(_ c: TraceChunkInfo) throws(TraceError) -> [UInt8] {
         let at = c.offset
         guard Int(c.uncompressedSize) <= options.maxChunkSize else {
             throw TraceError(.limitExceeded, offset: at, "chunk \(c.sequence) declares \(c.uncompressedSize) uncompressed bytes, over the \(options.maxChunkSize)-byte limit")
@@ -368,8 +454,25 @@ public final class TraceReader {
         if let total = source.size, c.endOffset > total {
             throw TraceError(.truncated, offset: at, "chunk \(c.sequence) needs \(c.endOffset - at) bytes but the file ends at \(total); the recorder was stopped mid-write")
         }
-        let frame = try readExactly(at: c.frameOffset, count: Int(c.compressedSize), what: "zstd frame of chunk \(c.sequence)")
-        statistics.chunksDecoded += 1
+        return try readExactly(at: c.frameOffset, count: Int(c.compressedSize), what: "zstd frame of chunk \(c.sequence)")
+    }
+
+    /// Checks the CRC-32C of chunk `c`'s zstd frame without decompressing it (what a scan does with a
+    /// chunk it does not need: damage there is still found).
+    static func checkFrameCRC(_ c: TraceChunkInfo, frame: [UInt8]) throws(TraceError) {
+        guard CRC32C.checksum(frame) == c.frameCRC else {
+            throw TraceError(.checksumMismatch, offset: c.offset, "chunk \(c.sequence): CRC-32C of its zstd frame does not match; the chunk is damaged")
+        }
+    }
+
+    /// Checks and decompresses the zstd frame of chunk `c` into `buffer` (resized to the chunk's size) and
+    /// walks its record framing, filling `starts` with the offset of every record; returns the generations
+    /// its records mention, ascending. Every check of §3.4 in order: CRC-32C, magic, declared size, frame
+    /// size, zstd and its checksum, record framing, count, time span. Pure (any thread, own decompressor).
+    static func decodeChunkFrame(
+        _ c: TraceChunkInfo, frame: [UInt8], decompressor: ZstdDecompressor, into buffer: inout [UInt8], starts: inout [Int]
+    ) throws(TraceError) -> [UInt64] {
+        let at = c.offset
         let size = Int(c.uncompressedSize)
         try frame.withBytes { (f) throws(TraceError) in
             guard CRC32C.checksum(f) == c.frameCRC else {
@@ -385,7 +488,7 @@ public final class TraceReader {
                 throw TraceError(.corrupt, offset: c.frameOffset, "chunk \(c.sequence): the zstd frame's blocks do not end where the chunk header says")
             }
             do throws(TraceError) {
-                let n = try decompressor.decompress(f, size: size, into: &chunkBuffer)
+                let n = try decompressor.decompress(f, size: size, into: &buffer)
                 guard n == size else {
                     throw TraceError(.corrupt, offset: c.frameOffset, "chunk \(c.sequence): decompressed to \(n) bytes, expected \(size)")
                 }
@@ -398,66 +501,74 @@ public final class TraceReader {
                 throw e
             }
         }
-        var records = [TraceRecord]()
-        records.reserveCapacity(Int(c.recordCount))
+        starts.removeAll(keepingCapacity: true)
+        starts.reserveCapacity(Int(c.recordCount))
         var generations = Set<UInt64>()
+        var lastGeneration: UInt64?
         var minT = Int64.max
         var maxT = Int64.min
-        try chunkBuffer.withBytes { (b) throws(TraceError) in
+        try buffer.withBytes { (b) throws(TraceError) in
             var p = 0
             let body = UnsafeRawBufferPointer(rebasing: b[0..<size])
             while p < size {
-                guard records.count < Int(c.recordCount) else {
+                guard starts.count < Int(c.recordCount) else {
                     throw TraceError(.corrupt, offset: at, "chunk \(c.sequence) holds more bytes than its \(c.recordCount) records")
                 }
                 let start = p
-                let r = try FrameCodec.decodeRecord(body, offset: &p, fileOffset: at, where: "uncompressed offset \(start) of chunk \(c.sequence)")
-                if let g = r.generation { generations.insert(g) }
-                minT = min(minT, r.time.nanoseconds)
-                maxT = max(maxT, r.time.nanoseconds)
-                records.append(r)
+                let h = try FrameCodec.checkRecord(body, offset: &p, fileOffset: at, where: "uncompressed offset \(start) of chunk \(c.sequence)")
+                starts.append(start)
+                if h.flags & 1 != 0, h.generation != lastGeneration {
+                    generations.insert(h.generation)
+                    lastGeneration = h.generation
+                }
+                minT = min(minT, h.time)
+                maxT = max(maxT, h.time)
             }
         }
-        guard records.count == Int(c.recordCount) else {
-            throw TraceError(.corrupt, offset: at, "chunk \(c.sequence) holds \(records.count) records, its header says \(c.recordCount)")
+        guard starts.count == Int(c.recordCount) else {
+            throw TraceError(.corrupt, offset: at, "chunk \(c.sequence) holds \(starts.count) records, its header says \(c.recordCount)")
         }
-        if !records.isEmpty {
+        if !starts.isEmpty {
             guard minT == c.minTime.nanoseconds, maxT == c.maxTime.nanoseconds else {
                 throw TraceError(.corrupt, offset: at, "chunk \(c.sequence): record times span \(minT)...\(maxT) ns, its header says \(c.minTime.nanoseconds)...\(c.maxTime.nanoseconds)")
             }
         }
-        return (records, generations.sorted())
+        return generations.sorted()
     }
 
-    /// Salvage: skip to the next intact-looking chunk header after the failure.
-    private func resync(after error: TraceError) {
+    /// Salvage: skip to the next intact-looking chunk header after the frame the walk stopped at.
+    private func resync() {
         pending = []
         pendingNext = 0
-        fromStart = false
-        seenIndex = nil
-        let start = position + 1
+        pendingSequence = nil
+        walk.fromStart = false
+        walk.seenIndex = nil
+        walk.afterChunk = nil
+        let (found, bytes) = TraceReader.findChunkHeader(in: source, from: walk.cursor + 1)
+        statistics.bytesRead += bytes
+        if let found { walk.cursor = found } else { walk.finished = true }
+    }
+
+    /// The offset of the next chunk-header pattern (§3.3) at or after `start`, and the bytes read.
+    static func findChunkHeader(in source: any TraceByteSource, from start: UInt64) -> (UInt64?, UInt64) {
         let pattern: [UInt8] = [0x50, 0x2A, 0x4D, 0x18, 0x34, 0x00, 0x00, 0x00, 0x52, 0x54, 0x43, 0x48]
         var at = start
+        var read: UInt64 = 0
         let block = 1 << 20
         while true {
             guard let b = try? source.read(at: at, count: block + pattern.count), b.count >= pattern.count else {
-                finished = true
-                return
+                return (nil, read)
             }
-            statistics.bytesRead += UInt64(b.count)
+            read += UInt64(b.count)
             var i = 0
             while i + pattern.count <= b.count {
                 if b[i] == 0x50 && b[i + 1] == 0x2A && b[i + 2] == 0x4D && b[i + 3] == 0x18
                     && Array(b[(i + 4)..<(i + pattern.count)]) == Array(pattern[4...]) {
-                    position = at + UInt64(i)
-                    return
+                    return (at + UInt64(i), read)
                 }
                 i += 1
             }
-            if b.count < block + pattern.count {
-                finished = true
-                return
-            }
+            if b.count < block + pattern.count { return (nil, read) }
             at += UInt64(block)
         }
     }
@@ -467,24 +578,27 @@ public final class TraceReader {
     /// Restarts iteration at the first record (clears a previous error).
     public func rewind() {
         reset(position: dataOffset)
-        fromStart = true
-        nextRecord = 0
-        nextSequence = 0
+        walk.fromStart = true
+        walk.nextRecord = 0
+        walk.nextSequence = 0
     }
 
     private func reset(position: UInt64) {
-        self.position = position
+        walk.cursor = position
+        walk.seenIndex = nil
+        walk.afterChunk = nil
+        walk.finished = false
         pending = []
         pendingNext = 0
+        pendingSequence = nil
         scanned = []
-        seenIndex = nil
-        finished = false
         failure = nil
     }
 
     /// The chunks of the file: the index when the file is complete, otherwise found by walking the chunk
-    /// headers (reading 60 bytes per chunk, no decompression) up to the first problem, which is thrown
-    /// if no chunk could be listed. Cached.
+    /// headers (reading 60 bytes per chunk and stepping over the summary frames and unknown skippable
+    /// frames between them, no decompression) up to the first frame that is none of these or does not
+    /// check out. Cached.
     public func chunks() throws(TraceError) -> [TraceChunkInfo] {
         if let index { return index }
         if let chunkTableCache { return chunkTableCache }
@@ -493,6 +607,12 @@ public final class TraceReader {
         while true {
             let b = try source.read(at: at, count: TraceFormat.chunkHeaderFrameSize)
             statistics.bytesRead += UInt64(b.count)
+            if b.count >= 12, let magic = b.u32(at: 0), magic >= TraceFormat.skippableMagicLow, magic <= TraceFormat.skippableMagicHigh,
+               let size = b.u32(at: 4), magic != TraceFormat.skippableMagic || ![TraceFormat.tagChunk, TraceFormat.tagIndex, TraceFormat.tagTrailer, TraceFormat.tagHeader].contains(b.u32(at: 8) ?? 0) {
+                // A summary frame (or a frame of a newer writer) between chunks: step over it.
+                at += 8 + UInt64(size)
+                continue
+            }
             guard b.count == TraceFormat.chunkHeaderFrameSize, let c = try? FrameCodec.decodeChunkHeader(b, offset: at),
                 c.sequence == UInt32(out.count), c.firstRecord == (out.last.map { $0.firstRecord + UInt64($0.recordCount) } ?? 0)
             else { break }
@@ -547,18 +667,71 @@ public final class TraceReader {
     }
 
     private func install(_ c: TraceChunkInfo, records: [TraceRecord], startingAt index: Int) {
-        fromStart = false
+        walk.fromStart = false
         pending = records
         pendingNext = index
         pendingFirst = c.firstRecord
-        nextRecord = c.firstRecord + UInt64(c.recordCount)
-        nextSequence = c.sequence &+ 1
-        position = c.endOffset
+        pendingSequence = c.sequence
+        walk.nextRecord = c.firstRecord + UInt64(c.recordCount)
+        walk.nextSequence = c.sequence &+ 1
+        walk.cursor = c.endOffset
+        walk.afterChunk = c
     }
 
     private func positionAtEnd(_ table: [TraceChunkInfo]) {
         reset(position: table.last?.endOffset ?? dataOffset)
-        fromStart = false
-        finished = true
+        walk.fromStart = false
+        walk.finished = true
     }
+}
+
+/// Where a walk over a trace's frames is and what the frames so far imply for the next ones.
+struct WalkState: Sendable {
+    /// The offset of the next frame.
+    var cursor: UInt64
+    /// The number of the record the next chunk must start with (checked when `fromStart`).
+    var nextRecord: UInt64 = 0
+    /// The sequence number the next chunk must have (checked when `fromStart`).
+    var nextSequence: UInt32 = 0
+    /// The walk started at the first chunk and was not resynchronised: chunk numbering and the index
+    /// are checked against what was seen.
+    var fromStart = true
+    /// The index frame, once walked (only the trailer may follow it).
+    var seenIndex: SeenIndex?
+    /// The chunk the cursor is right after (its summary frame may come next).
+    var afterChunk: TraceChunkInfo?
+    /// Whether chunks are followed by summary frames: from the trailer's flag, else from the first chunk
+    /// walked; nil until known.
+    var summaries: Bool?
+    /// The walk reached the end of the file (or of the trace, at the trailer).
+    var finished = false
+}
+
+/// The index frame a walk went past.
+struct SeenIndex: Sendable, Hashable {
+    var offset: UInt64
+    var size: UInt32
+    var chunkCount: Int
+}
+
+/// What one step of a walk found.
+enum WalkEvent: Sendable {
+    /// A chunk header (checked); the chunk itself is not decoded yet.
+    case chunk(TraceChunkInfo)
+    /// The summary frame of `chunk` (checked against its header, not yet against its records).
+    case summary(TraceChunkSummary, chunk: TraceChunkInfo)
+    /// The index (checked against the chunks by whoever saw them).
+    case index([TraceChunkInfo])
+    /// The trailer: the end of the trace.
+    case trailer(TraceTrailer)
+    /// A frame this version does not know, skipped.
+    case skipped
+    /// The end of the file.
+    case end
+}
+
+/// One step of a walk: what was found, at which offset.
+struct WalkStep: Sendable {
+    var event: WalkEvent
+    var offset: UInt64
 }

@@ -430,7 +430,8 @@ final class WriterEngine {
     private var chunkFirstTime: Int64 = 0
     private var chunkMin: Int64 = 0
     private var chunkMax: Int64 = 0
-    private var chunkGenerations = Set<UInt64>()
+    private var chunkSummary = TraceChunkSummary.Builder()
+    private var summaryFrame: [UInt8] = []
     private var chunkOpened: ContinuousClock.Instant = .now
     private var out: [UInt8] = []
     private(set) var offset: UInt64
@@ -501,7 +502,7 @@ final class WriterEngine {
             chunkMin = min(chunkMin, t)
             chunkMax = max(chunkMax, t)
         }
-        if let g = r.generation { chunkGenerations.insert(g) }
+        chunkSummary.add(r)
         FrameCodec.appendRecord(r, to: &chunk)
         chunkRecords += 1
         if chunk.count >= options.chunkTargetSize { flushChunk() }
@@ -522,15 +523,17 @@ final class WriterEngine {
         }
     }
 
+    /// Writes the open chunk: its chunk header, its zstd frame and its summary frame, with one `write(2)`.
     private func writeChunk() throws(TraceError) {
         let headerSize = TraceFormat.chunkHeaderFrameSize
         let needed = headerSize + ZstdCompressor.bound(chunk.count)
         if out.count < needed { out = [UInt8](repeating: 0, count: needed) }
         let n = try compressor.compress(chunk, into: &out, at: headerSize)
+        let summary = chunkSummary.summary
         var info = TraceChunkInfo(
             sequence: UInt32(index.count), offset: offset, compressedSize: UInt32(n), uncompressedSize: UInt32(chunk.count),
             firstRecord: records, recordCount: chunkRecords, minTime: Moment(nanoseconds: chunkMin),
-            maxTime: Moment(nanoseconds: chunkMax), generations: chunkGenerations.sorted())
+            maxTime: Moment(nanoseconds: chunkMax), generations: summary.generations)
         info.frameCRC = out.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[headerSize..<(headerSize + n)])) }
         var head = [UInt8]()
         head.reserveCapacity(headerSize)
@@ -538,9 +541,16 @@ final class WriterEngine {
         out.withUnsafeMutableBytes { o in
             head.withUnsafeBytes { h in o.baseAddress!.copyMemory(from: h.baseAddress!, byteCount: headerSize) }
         }
-        try out.withBytes { (o) throws(TraceError) in try sink.write(UnsafeRawBufferPointer(rebasing: o[0..<(headerSize + n)])) }
+        summaryFrame.removeAll(keepingCapacity: true)
+        FrameCodec.appendSummaryFrame(summary, sequence: info.sequence, frameCRC: info.frameCRC, to: &summaryFrame)
+        let total = headerSize + n + summaryFrame.count
+        if out.count < total { out.append(contentsOf: [UInt8](repeating: 0, count: total - out.count)) }
+        out.withUnsafeMutableBytes { o in
+            summaryFrame.withUnsafeBytes { s in (o.baseAddress! + headerSize + n).copyMemory(from: s.baseAddress!, byteCount: s.count) }
+        }
+        try out.withBytes { (o) throws(TraceError) in try sink.write(UnsafeRawBufferPointer(rebasing: o[0..<total])) }
         if options.sync == .everyChunk { try sink.sync() }
-        offset += UInt64(headerSize + n)
+        offset += UInt64(total)
         index.append(info)
         records += UInt64(chunkRecords)
         lastTime = max(lastTime, chunkMax)
@@ -550,7 +560,7 @@ final class WriterEngine {
     private func resetChunk() {
         chunk.removeAll(keepingCapacity: true)
         chunkRecords = 0
-        chunkGenerations.removeAll(keepingCapacity: true)
+        chunkSummary.reset()
     }
 
     /// Stops after a write error: cuts off the partial chunk, writes a `writerStopped` record if the
@@ -569,6 +579,7 @@ final class WriterEngine {
             chunkFirstTime = r.time.nanoseconds
             chunkMin = chunkFirstTime
             chunkMax = chunkFirstTime
+            chunkSummary.add(r)
             FrameCodec.appendRecord(r, to: &chunk)
             chunkRecords = 1
             do {
@@ -597,7 +608,7 @@ final class WriterEngine {
         }
         let indexFrame = FrameCodec.indexFrame(index)
         let trailer = TraceTrailer(
-            flags: 0, indexOffset: offset, indexFrameSize: UInt32(indexFrame.count), recordCount: records,
+            flags: TraceTrailer.flagChunkSummaries, indexOffset: offset, indexFrameSize: UInt32(indexFrame.count), recordCount: records,
             droppedCount: 0, chunkCount: UInt32(index.count), maxTime: Moment(nanoseconds: lastTime))
         return finishWrite(indexFrame, trailer)
     }

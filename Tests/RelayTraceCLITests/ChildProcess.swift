@@ -52,6 +52,16 @@ final class PipeCollector: Sendable {
         }
     }
 
+    /// Waits until at least `count` lines are complete; false when EOF or the deadline comes first.
+    func waitForLines(_ count: Int, within timeout: DispatchTimeInterval) -> Bool {
+        let deadline = DispatchTime.now() + timeout
+        while true {
+            let (lines, eof) = state.withLock { s in (s.data.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }, s.eof) }
+            if lines >= count { return true }
+            if eof || changed.wait(timeout: deadline) == .timedOut { return false }
+        }
+    }
+
     /// Waits for EOF; false when the deadline comes first.
     func waitForEOF(within timeout: DispatchTimeInterval) -> Bool {
         let deadline = DispatchTime.now() + timeout

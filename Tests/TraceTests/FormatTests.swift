@@ -132,7 +132,10 @@ import Testing
         let complete = try TraceReader(bytes: full)
         let index = try #require(complete.index)
         #expect(index.count == 5)
-        let boundaries = Set([complete.dataOffset] + index.map(\.endOffset))
+        // A file may end after a chunk's zstd frame or after its summary frame (where the next chunk or
+        // the index starts).
+        let summaryEnds = index.dropFirst().map(\.offset) + [try #require(complete.trailer).indexOffset]
+        let boundaries = Set([complete.dataOffset] + index.map(\.endOffset) + summaryEnds)
         for cut in 0..<full.count {
             let prefix = Array(full[0..<cut])
             guard UInt64(cut) >= complete.dataOffset else {
