@@ -117,6 +117,10 @@ let package = Package(
         .executableTarget(name: "relaytrace-test-fixture", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // A child process for the offline-queue crash test (SIGKILL mid-write); not a product.
         .executableTarget(name: "offlinequeue-test-fixture", dependencies: ["OfflineQueue"], swiftSettings: strict),
+        // The coverage-guided fuzz targets (bytes -> parsers, with invariants) and their driver
+        // (tools/fuzz.sh builds it with libFuzzer and AddressSanitizer); not products.
+        .target(name: "FuzzTargets", dependencies: ["Trace", "WebSocket", "RelayProtocol", "DevRelay", "WatchLink", "RelayTraceCLI"], swiftSettings: strict),
+        .executableTarget(name: "relaytrace-fuzz", dependencies: ["FuzzTargets"], swiftSettings: strict),
 
         .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
@@ -139,6 +143,7 @@ let package = Package(
         .testTarget(name: "WireReplayTests", dependencies: ["WireReplay", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "LinkQRTests", dependencies: ["LinkQR"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], swiftSettings: strict),
         .testTarget(name: "SpecCheckTests", dependencies: ["SpecCheck", "Inspect", "Simulation", "WatchSimulation", "Trace", "RelayProtocol"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

@@ -72,8 +72,7 @@ public struct SecretScanner: Sendable {
         case .array(let a):
             for (i, v) in a.enumerated() { walk(v, "\(path)[\(i)]", key, report) }
         case .string(let s):
-            if let key, Redactor.secretKeys.contains(where: { $0.caseInsensitiveCompare(key) }), !s.isEmpty,
-                !Redactor.isPlaceholder(s), !s.lowercased().hasPrefix("bearer rt:redacted:") {
+            if let key, Redactor.secretKeys.contains(key.lowercased()), !s.isEmpty, !Redactor.isRedactedSecret(s) {
                 report("secretKey", path, Substring(s))
                 return
             }
@@ -96,11 +95,11 @@ public struct SecretScanner: Sendable {
                 i += 28
                 continue
             }
-            // Bearer credentials.
-            if i + 7 <= u.count, String(decoding: u[i..<(i + 7)], as: UTF8.self).lowercased() == "bearer " {
-                var j = i + 7
-                while j < u.count, u[j] != 0x20, u[j] != 0x22, u[j] != 0x2C { j += 1 }
-                let cred = sub(i + 7, j)
+            // Bearer credentials, delimited as the redactor delimits them (a quote of either kind ends one).
+            if u[i] | 0x20 == 0x62, i == 0 || !tokenChar(u[i - 1]), let start = Redactor.bearerCredentialStart(u, at: i) {
+                var j = start
+                while j < u.count, !Redactor.endsCredential(u[j]) { j += 1 }
+                let cred = sub(start, j)
                 if cred.count >= 8, !Redactor.isPlaceholder(String(cred)) {
                     report("bearer", i, cred)
                     i = j
@@ -111,30 +110,28 @@ public struct SecretScanner: Sendable {
                 i += 1
                 continue
             }
+            // A JWT, recognised exactly as the redactor recognises one (signed or unsigned).
+            if let end = Redactor.jwtEnd(u, at: i) {
+                report("jwt", i, sub(i, end))
+                i = end
+                continue
+            }
             // A run of token characters and dots.
             var j = i
             while j < u.count, tokenChar(u[j]) || u[j] == 0x2E { j += 1 }
             let run = u[i..<j]
             let segments = run.split(separator: 0x2E, omittingEmptySubsequences: false)
-            if run.starts(with: Array("eyJ".utf8)), segments.count >= 3, segments.allSatisfy({ $0.count >= 2 }) {
-                report("jwt", i, sub(i, j))
-            } else {
-                var at = i
-                for seg in segments {
-                    if seg.count >= minTokenLength, seg.contains(where: { $0 >= 0x41 && $0 <= 0x5A }),
-                        seg.contains(where: { $0 >= 0x61 && $0 <= 0x7A }), seg.contains(where: { $0 >= 0x30 && $0 <= 0x39 }) {
-                        report("longToken", at, sub(at, at + seg.count))
-                    }
-                    at += seg.count + 1
+            var at = i
+            for seg in segments {
+                if seg.count >= minTokenLength, seg.contains(where: { $0 >= 0x41 && $0 <= 0x5A }),
+                    seg.contains(where: { $0 >= 0x61 && $0 <= 0x7A }), seg.contains(where: { $0 >= 0x30 && $0 <= 0x39 }) {
+                    report("longToken", at, sub(at, at + seg.count))
                 }
+                at += seg.count + 1
             }
             i = j
         }
     }
-}
-
-extension String {
-    func caseInsensitiveCompare(_ other: String) -> Bool { lowercased() == other.lowercased() }
 }
 
 /// Rewrites payloads for `relaytrace redact`: every placeholder `p` becomes `new.placeholder(for: p)`

@@ -15,6 +15,10 @@ public struct RecoveryEpoch: Sendable, Hashable {
     public var failedProbes: Int
     /// The request ID of the probe in flight, if any (one at a time).
     public var probeInFlight: String?
+    /// A probe is due as soon as a registered socket can carry it: set when the epoch opens and when
+    /// the backoff after a failed probe has run out, cleared when a probe is sent. A new registration
+    /// probes only when one is due, so a probe whose timeout replaced the socket is still backed off.
+    public var probeDue: Bool = true
 }
 
 /// SPEC A9: recovery epochs, network path changes, the app's lifecycle and `desktop_online` pushes.
@@ -156,13 +160,16 @@ extension RelayClientMachine {
         if let status { setDesktopStatus(status) }
     }
 
-    /// Sends a `system.ping` probe for the open epoch if the socket is registered and none is in flight.
+    /// Sends a `system.ping` probe for the open epoch if the socket is registered and none is in flight
+    /// (relay `online`, a new epoch, a due probe). Backoff is not this function's business: only
+    /// `online` and a new epoch call it while a backoff is running, and the SPEC wants those at once.
     mutating func probeNow() {
         guard var e = epoch, case .registered = phase, e.probeInFlight == nil else { return }
         cancel(.probe(epoch: e.id))
         guard let ping = RpcCatalogue.method(named: ClientConstants.probeMethod) else { return }
         let requestId = rng.uuidString()
         e.probeInFlight = requestId
+        e.probeDue = false
         epoch = e
         _ = issue(method: ping, params: .object([:]), idempotencyKey: nil, requestId: requestId,
                   callId: CallID(0), purpose: .probe(epoch: e.id))
@@ -183,6 +190,23 @@ extension RelayClientMachine {
             let next = now + ladder[min(e.failedProbes - 1, ladder.count - 1)]
             if next < e.deadline { arm(.probe(epoch: e.id), at: next) }
         }
+    }
+
+    /// The backoff after a failed probe ran out: probe now if a registered socket is there, otherwise
+    /// as soon as one registers.
+    mutating func probeBackoffEnded(_ id: UInt64) {
+        guard var e = epoch, e.id == id else { return }
+        e.probeDue = true
+        epoch = e
+        probeNow()
+    }
+
+    /// A socket registered during an epoch: it carries the probe that is due, if one is. A probe that
+    /// failed (an error answer, or a timeout that replaced the socket) keeps its backoff: the new
+    /// socket waits for the backoff timer like the old one would have (SPEC A9: probes back off).
+    mutating func registeredDuringEpoch() {
+        guard epoch?.probeDue == true else { return }
+        probeNow()
     }
 
     mutating func epochDeadlinePassed(_ id: UInt64) {

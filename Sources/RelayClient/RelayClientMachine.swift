@@ -358,7 +358,7 @@ public struct RelayClientMachine: Sendable {
         for call in pendingCalls.all where call.sentOn == nil {
             sendCall(call, on: g)
         }
-        if epoch != nil { probeNow() }
+        registeredDuringEpoch()
         drainOfflineQueue()
         applyInterest(interest.registered(desktopId: desktopId, at: now))
     }
@@ -604,8 +604,7 @@ public struct RelayClientMachine: Sendable {
         case .epochDeadline(let e):
             epochDeadlinePassed(e)
         case .probe(let e):
-            guard epoch?.id == e else { return }
-            probeNow()
+            probeBackoffEnded(e)
         case .foregroundRecovery:
             startRecovery(.foreground)
         case .auth(let t):

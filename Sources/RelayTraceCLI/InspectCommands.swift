@@ -21,7 +21,7 @@ func openOutput(_ path: String, force: Bool, _ ctx: CLIContext) -> Output? {
         ctx.stderr.line(e == EEXIST ? existsMessage(path) : "Error: cannot create \(path): \(String(cString: strerror(e)))")
         return nil
     }
-    return Output(fd: fd, owned: true)
+    return Output(fd: fd, name: path, owned: true)
 }
 
 /// Whether `path` is an existing regular file (what `--force` is needed to overwrite; a device such as
@@ -70,17 +70,11 @@ func noteIfIncomplete(_ reader: TraceReader, path: String, error: TraceError?, _
     return error != nil
 }
 
-/// Finishes an output file: flushes and closes it, reporting a failed write (exit 74).
-func finishOutput(_ out: Output, _ path: String, _ ctx: CLIContext) -> ExitCode {
-    out.flush()
-    let broken = out.isBroken
-    let failure = out.failure
-    if out !== ctx.stdout { out.close() }
-    if broken && out !== ctx.stdout {
-        ctx.stderr.line("Error: writing \(path) failed: \(String(cString: strerror(failure)))")
-        return .ioError
-    }
-    return .success
+/// Finishes an output file: flushes and closes it; a failed write or close is reported (exit 74).
+/// Stdout (`-`) is left to the command's end (`CLIContext.finish`).
+func finishOutput(_ out: Output, _ ctx: CLIContext) -> ExitCode {
+    if out === ctx.stdout { return .success }
+    return out.finish(reportingTo: ctx.stderr) ?? .success
 }
 
 /// The `--since/--until` options of the commands that read a window of a trace.
@@ -242,7 +236,7 @@ enum TimelineCommand {
             let page = SavedPage(reader: reader, title: title)
             guard let o = openOutput(out, force: args.flag("force"), ctx) else { return .ioError }
             o.write(page.html(title: title))
-            let code = finishOutput(o, out, ctx)
+            let code = finishOutput(o, ctx)
             if code != .success { return code }
             let rows = TimelineLayout(page.timeline).rows.count
             ctx.stderr.line("wrote \(out): \(page.timeline.lanes.count) lanes in \(rows) rows, \(page.timeline.checks.count) check(s) failed")
@@ -361,7 +355,7 @@ enum ExportCommand {
                 return !out.isBroken
             }
         }
-        let code = finishOutput(out, outPath, ctx)
+        let code = finishOutput(out, ctx)
         if code != .success { return code }
         if let code = finishReading(reader, path: args.positionals["file"] ?? "", error: error, ctx) { return code }
         if outPath != "-" {
@@ -402,6 +396,7 @@ enum RedactCommand {
         options.redaction = .hashed
         options.redactionKey = key
         options.overwrite = args.flag("force")
+        options.removeIncompleteFile = true  // OUT can be made again from IN
         let writer: TraceWriter
         do { writer = try TraceWriter(path: outPath, header: header, options: options) } catch {
             ctx.stderr.line(writeFailure(error, path: outPath))
@@ -435,7 +430,7 @@ enum LintCommand {
     static let spec = CommandSpec(
         name: "lint",
         abstract: "Scan every payload for secrets; exit 1 with their locations when any is found.",
-        discussion: "Finds JWT-shaped strings, bearer credentials, values of secret-named members (authorization, resumeToken, jwt, token...) that are not placeholders, and long random tokens (40+ characters of [A-Za-z0-9_-] mixing upper case, lower case and digits). Placeholders never count. Prints record number, time, kind, JSON path (or text offset), rule and a masked excerpt. Shows a progress line on a terminal.",
+        discussion: "Finds JWT-shaped strings (signed or unsigned, as redact recognises them), bearer credentials, values of secret-named members (authorization, resumeToken, jwt, token, password...) that are not placeholders, and long random tokens (40+ characters of [A-Za-z0-9_-] mixing upper case, lower case and digits). Placeholders never count. Prints record number, time, kind, JSON path (or text offset), rule and a masked excerpt. Shows a progress line on a terminal.",
         arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
         options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")],
         run: { args, ctx in run(args, ctx) })

@@ -137,18 +137,20 @@ enum RelayCommand {
         waitForSignalOr(stopAfter)
         host_.stop()
         lines.write("relay stopped")
+        var code: ExitCode = .success
         if let recorder, let recordPath {
             let sockets = recorder.sockets
             do throws(TraceError) {
                 let written = try recorder.close()
                 ctx.stderr.line("wrote \(recordPath): \(sockets) socket\(sockets == 1 ? "" : "s"), \(written.records) records in \(written.chunks) chunks, \(written.dropped) dropped")
-                if written.dropped > 0 { return .ioError }
+                if written.dropped > 0 { code = .ioError }
             } catch {
                 ctx.stderr.line("Error: \(recordPath): \(error.description)")
-                return .ioError
+                code = .ioError
             }
         }
-        return .success
+        if lines.reportFailure(ctx) { return .ioError }
+        return code
     }
 
     /// `--desktop`, `--offline`, `--link-account`: which desktops the relay simulates, and its link desktop
@@ -442,14 +444,27 @@ func waitForSignalOr(_ limit: Duration?, wakeUp: DispatchSemaphore? = nil) {
 }
 
 /// Lines to stdout from any thread, each written whole; lines written before ``release(first:)`` wait, so
-/// that line comes first.
+/// that line comes first. A failed write is kept (`failure`; a closed pipe does not count) and later lines
+/// are dropped.
 final class LineWriter: Sendable {
     private let state = Mutex<(held: Bool, pending: [String])>((true, []))
+    private let failed = Mutex<Int32?>(nil)
     /// The descriptor written to: 1 (stdout) unless told otherwise.
     let descriptor: Int32
 
     /// Lines to `descriptor` (stdout by default; `relay --replay --format json` logs to stderr).
     init(descriptor: Int32 = 1) { self.descriptor = descriptor }
+
+    /// The errno of the first failed write other than EPIPE (the reader went away), if any.
+    var failure: Int32? { failed.withLock { $0 == EPIPE ? nil : $0 } }
+
+    /// Says on stderr that a write failed, if one did (`Error: writing standard output failed: REASON`);
+    /// true then, and the command exits 74.
+    func reportFailure(_ ctx: CLIContext) -> Bool {
+        guard let e = failure else { return false }
+        ctx.stderr.line("Error: writing \(descriptor == 2 ? "standard error" : "standard output") failed: \(String(cString: strerror(e)))")
+        return true
+    }
 
     func write(_ line: String) {
         let now = state.withLock { s -> Bool in
@@ -469,12 +484,19 @@ final class LineWriter: Sendable {
     }
 
     private func emit(_ line: String) {
-        var bytes = Array((line + "\n").utf8)
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress! + done, $0.count - done) }
-            if n <= 0 { return }
-            done += n
+        failed.withLock { failure in
+            guard failure == nil else { return }
+            var bytes = Array((line + "\n").utf8)
+            var done = 0
+            while done < bytes.count {
+                let n = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress! + done, $0.count - done) }
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 {
+                    failure = n < 0 ? errno : EIO
+                    return
+                }
+                done += n
+            }
         }
     }
 }

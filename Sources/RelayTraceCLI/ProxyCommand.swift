@@ -140,6 +140,7 @@ enum ProxyCommand {
         do throws(TraceError) {
             let written = try recorder.close()
             ctx.stderr.line("wrote \(output): \(sockets) socket\(sockets == 1 ? "" : "s"), \(written.records) records in \(written.chunks) chunks, \(written.dropped) dropped")
+            if lines.reportFailure(ctx) { return .ioError }
             return written.dropped > 0 ? .ioError : .success
         } catch {
             ctx.stderr.line("Error: \(output): \(error.description)")

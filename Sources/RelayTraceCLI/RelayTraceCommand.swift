@@ -14,18 +14,19 @@ public enum RelayTraceCommand {
     public static func main() -> Never {
         // `relaytrace frames x | head`: a closed pipe must end the command quietly, not kill it.
         signal(SIGPIPE, SIG_IGN)
+        // A file-size limit (`ulimit -f`) is a write error like a full disk (EFBIG, exit 74), not a kill.
+        signal(SIGXFSZ, SIG_IGN)
         let status = run(Array(CommandLine.arguments.dropFirst()))
         exit(status)
     }
 
     /// Runs the command line `arguments` (without the program name), writing to stdout and stderr;
-    /// returns the exit status.
+    /// returns the exit status. Every write is checked here, for every command: a failed write to
+    /// stdout or stderr exits 74 with a message (`CLIContext.finish`), a closed pipe stays quiet.
     public static func run(_ arguments: [String]) -> Int32 {
-        let context = CLIContext(stdout: Output(fd: 1), stderr: Output(fd: 2))
+        let context = CLIContext.standard()
         let code = dispatch(arguments, context)
-        context.stdout.flush()
-        context.stderr.flush()
-        return code.rawValue
+        return context.finish(code).rawValue
     }
 
     static let root = CommandSpec(
@@ -115,6 +116,7 @@ public enum RelayTraceCommand {
 
     /// The exit code for a trace error.
     static func exitCode(for error: TraceError) -> ExitCode {
+        if error.code == .writerStopped { return .ioError }  // a write failed (disk full) and the writer stopped
         if error.code == .io {
             switch error.systemErrno {
             case ENOENT, EACCES, EISDIR, ENOTDIR, ELOOP, ENAMETOOLONG: return .noInput

@@ -91,6 +91,7 @@ enum ReplayServeCommand {
             for f in r.findings { lines.write("  " + f.description.split(separator: "\n").joined(separator: "\n  ")) }
             if matched { lines.write("every client frame matched the recording") }
         }
+        if lines.reportFailure(ctx) { return .ioError }
         if code != .success { return code }
         return matched ? .success : .found
     }

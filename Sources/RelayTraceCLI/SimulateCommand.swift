@@ -64,8 +64,7 @@ enum SimulateCommand {
             ctx.stdout.line("next: relaytrace info \(output)   relaytrace frames \(output) --format table")
             return .success
         } catch let error as TraceError {
-            ctx.stderr.line(writeFailure(error, path: output))
-            return RelayTraceCommand.exitCode(for: error)
+            return writeFailed(error, output: output, ctx)
         } catch {
             ctx.stderr.line("Error: \(error)")
             return .dataError
@@ -95,9 +94,16 @@ extension SimulateCommand {
             ctx.stdout.line("next: relaytrace info \(output)   relaytrace frames \(output) --format table")
             return .success
         } catch {
-            ctx.stderr.line(writeFailure(error, path: output))
-            return RelayTraceCommand.exitCode(for: error)
+            return writeFailed(error, output: output, ctx)
         }
+    }
+
+    /// Reports a trace error of a simulation (74 for a write error: the writer removes what it could
+    /// not finish, so the next run needs no --force).
+    static func writeFailed(_ error: TraceError, output: String, _ ctx: CLIContext) -> ExitCode {
+        let left = FileManager.default.fileExists(atPath: output) ? "" : "; no file was left at \(output)"
+        ctx.stderr.line(writeFailure(error, path: output) + left)
+        return RelayTraceCommand.exitCode(for: error)
     }
 }
 

@@ -269,6 +269,7 @@ public enum PerturbationOutput {
         options.wallClockFlush = false
         options.overwrite = true
         options.redaction = .raw
+        options.removeIncompleteFile = true  // the shrunk run can be made again
         let writer = try TraceWriter(path: path, header: h, options: options)
         for r in records { _ = writer.append(r) }
         _ = try writer.close()

@@ -262,6 +262,8 @@ public enum SimulationIdentity {
         // after a minute of capture time, which keeps them large and the file small.
         o.flushInterval = .seconds(60)
         o.overwrite = overwrite
+        // The same run makes the same file again: a trace cut short by a write error is removed.
+        o.removeIncompleteFile = true
         var rng = SeededRandom(seed: seed ^ 0x5245_4441_4354_4B59)
         o.redactionKey = rng.bytes(32)
         return o

@@ -18,6 +18,14 @@ public protocol TraceSink: AnyObject {
     func truncate(to size: UInt64) throws(TraceError)
     /// Closes the output.
     func close() throws(TraceError)
+    /// Removes what was written, if the sink can (a file it created); called after a failure when the
+    /// output is not worth keeping. The default does nothing.
+    func discard()
+}
+
+extension TraceSink {
+    /// Does nothing: most sinks cannot take back what they were given.
+    public func discard() {}
 }
 
 /// A trace file written with `write(2)`.
@@ -25,6 +33,8 @@ public final class FileSink: TraceSink {
     private var fd: Int32
     /// The path.
     public let path: String
+    /// The file's identity when it was created (device, inode), so `discard()` removes that file only.
+    private let identity: (dev: UInt64, ino: UInt64)?
 
     /// Creates `path` (mode 0600: a trace is private data). Fails with `.io` (errno EEXIST) when the file
     /// exists, unless `overwrite`.
@@ -37,6 +47,8 @@ public final class FileSink: TraceSink {
             throw TraceError(.io, "cannot create \(path): \(String(cString: strerror(e)))", errno: e)
         }
         self.fd = fd
+        var st = stat()
+        identity = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
     }
 
     deinit { if fd >= 0 { _ = sysClose(fd) } }
@@ -71,6 +83,16 @@ public final class FileSink: TraceSink {
             let e = errno
             throw TraceError(.io, "ftruncate of \(path) failed: \(String(cString: strerror(e)))", errno: e)
         }
+    }
+
+    /// Closes the file and removes it from its path, if the path still names the regular file this
+    /// sink created (never a device such as `/dev/full`, never a file put there since).
+    public func discard() {
+        if fd >= 0 { try? close() }
+        guard let identity else { return }
+        var st = stat()
+        guard lstat(path, &st) == 0, UInt64(st.st_dev) == identity.dev, UInt64(st.st_ino) == identity.ino else { return }
+        unlink(path)
     }
 
     /// `close(2)`.

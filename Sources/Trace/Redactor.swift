@@ -28,6 +28,7 @@ public struct Redactor: Sendable, Hashable {
     public static let secretKeys: Set<String> = [
         "authorization", "resumetoken", "jwt", "token", "accesstoken", "refreshtoken", "appjwt",
         "x-token-binding", "tokenbinding", "bearer", "pkceverifier", "authcode", "pollingid",
+        "password", "passwd", "passphrase", "secret", "clientsecret", "apikey", "privatekey",
         "cookie", "set-cookie", "proxy-authorization",
     ]
     /// The prefix of every placeholder.
@@ -293,12 +294,23 @@ public struct Redactor: Sendable, Hashable {
 
     static func isTokenChar(_ c: UInt8) -> Bool { isBase64URL(c) || c == 0x2E }
 
-    static func endsCredential(_ c: UInt8) -> Bool {
+    /// Whether `c` ends a `Bearer` credential: white space, a quote (either), a comma or a semicolon.
+    public static func endsCredential(_ c: UInt8) -> Bool {
         c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D || c == 0x22 || c == 0x27 || c == 0x2C || c == 0x3B
     }
 
-    /// If `u[i...]` starts with `bearer` (any case) and one or more spaces, the index of the credential.
-    static func bearerCredentialStart(_ u: [UInt8], at i: Int) -> Int? {
+    /// Whether a secret member's whole value is already redacted: a placeholder, or `Bearer` and
+    /// white space before one (what `redact(json:)` makes of a secret).
+    public static func isRedactedSecret(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        if isPlaceholder(u[...]) { return true }
+        guard let cred = bearerCredentialStart(u, at: 0) else { return false }
+        return isPlaceholder(u[cred...])
+    }
+
+    /// If `u[i...]` starts with `bearer` (any case) and one or more spaces or tabs, the index of the
+    /// credential after them.
+    public static func bearerCredentialStart(_ u: [UInt8], at i: Int) -> Int? {
         let word: [UInt8] = Array("bearer".utf8)
         guard i + word.count < u.count else { return nil }
         for k in 0..<word.count where u[i + k] | 0x20 != word[k] { return nil }
@@ -309,8 +321,10 @@ public struct Redactor: Sendable, Hashable {
     }
 
     /// If a JWT-shaped token starts at `i` (`eyJ`, then base64url segments joined by dots, at least
-    /// three, the first two non-empty), the index just past it.
-    static func jwtEnd(_ u: [UInt8], at i: Int) -> Int? {
+    /// three, the first two non-empty), the index just past it. An unsigned JWT (RFC 7519 §6: header
+    /// `eyJ...`, payload `eyJ...`, an empty signature) ends with its dot, which belongs to it; otherwise a
+    /// dot at the end is a sentence's, not the token's. Both `redact` and `relaytrace lint` use this.
+    public static func jwtEnd(_ u: [UInt8], at i: Int) -> Int? {
         guard i + 3 <= u.count, u[i] == 0x65, u[i + 1] == 0x79, u[i + 2] == 0x4A else { return nil }
         var j = i
         var dots = 0
@@ -323,6 +337,11 @@ public struct Redactor: Sendable, Hashable {
                 segmentLengths[segmentLengths.count - 1] += 1
             }
             j += 1
+        }
+        // header.payload. with both parts JSON (`eyJ`): an unsigned JWT, final dot included.
+        if dots == 2, segmentLengths[0] >= 4, segmentLengths[1] >= 4, segmentLengths[2] == 0 {
+            let payload = i + segmentLengths[0] + 1
+            if u[payload] == 0x65, u[payload + 1] == 0x79, u[payload + 2] == 0x4A { return j }
         }
         // A sentence-ending dot is not part of the token.
         while j > i, u[j - 1] == 0x2E {

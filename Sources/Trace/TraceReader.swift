@@ -152,7 +152,7 @@ public final class TraceReader {
             statistics.bytesRead += UInt64(b.count)
             guard let t = try FrameCodec.decodeTrailer(b, offset: at) else { return }
             guard t.indexFrameSize >= 20, Int(t.indexFrameSize) <= TraceFormat.maxIndexSize,
-                t.indexOffset >= dataOffset, t.indexOffset + UInt64(t.indexFrameSize) == at
+                t.indexOffset >= dataOffset, t.indexOffset <= at, at - t.indexOffset == UInt64(t.indexFrameSize)
             else {
                 trailerProblem = TraceError(.corrupt, offset: at, "the trailer points to an index at \(t.indexOffset) (\(t.indexFrameSize) bytes) that does not end where the trailer starts")
                 return
@@ -160,7 +160,8 @@ public final class TraceReader {
             let ib = try source.read(at: t.indexOffset, count: Int(t.indexFrameSize))
             statistics.bytesRead += UInt64(ib.count)
             let chunks = try FrameCodec.decodeIndex(ib, offset: t.indexOffset)
-            guard chunks.count == Int(t.chunkCount), (chunks.last.map { $0.firstRecord + UInt64($0.recordCount) } ?? 0) == t.recordCount else {
+            // (Wrapping sum: the entries' numbering is checked from 0 below, so a wrapped total cannot pass.)
+            guard chunks.count == Int(t.chunkCount), (chunks.last.map { $0.firstRecord &+ UInt64($0.recordCount) } ?? 0) == t.recordCount else {
                 trailerProblem = TraceError(.corrupt, offset: t.indexOffset, "the index lists \(chunks.count) chunks but the trailer says \(t.chunkCount) chunks / \(t.recordCount) records")
                 return
             }
@@ -320,6 +321,9 @@ public final class TraceReader {
             let b = try readExactly(at: at, count: TraceFormat.chunkHeaderFrameSize, what: "chunk header")
             guard let info = try FrameCodec.decodeChunkHeader(b, offset: at) else {
                 throw TraceError(.corrupt, offset: at, "a chunk header frame of the wrong size (\(size) bytes, expected 52)")
+            }
+            guard info.firstRecord <= UInt64.max - UInt64(info.recordCount) else {
+                throw TraceError(.corrupt, offset: at, "chunk \(info.sequence) numbers its records from \(info.firstRecord), past the last record number there can be")
             }
             if w.fromStart && !options.salvage {
                 guard info.sequence == w.nextSequence, info.firstRecord == w.nextRecord else {

@@ -40,6 +40,13 @@ public struct TraceWriterOptions: Sendable, Hashable {
     /// boundaries depend only on the records (capture time and size), so a simulation writes the same bytes
     /// on every run; a live capture keeps it on, so a crash loses at most the last second.
     public var wallClockFlush: Bool = true
+    /// When the writer stops early (a write error: disk full), `close()` removes the file instead of
+    /// keeping the records written before the stop. For outputs that can be made again (a simulation,
+    /// `redact`, a shrunk run), where a partial file would only stand in the way of the next try; a
+    /// recording keeps the default and loses nothing it wrote. Either way, a file the writer stopped on
+    /// before its first chunk (it holds no record) is removed, and so is one whose header could not be
+    /// written. Only files the writer created at a path are removed, and only regular files.
+    public var removeIncompleteFile: Bool = false
 
     /// Default options.
     public init() {}
@@ -79,9 +86,15 @@ public final class TraceWriter: Sendable {
     private let core: WriterCore
 
     /// Creates the file at `path`, writes the header and starts the background writer.
+    /// When the header cannot be written (disk full), the file is removed and the error thrown.
     public convenience init(path: String, header: TraceHeader, options: TraceWriterOptions = TraceWriterOptions()) throws(TraceError) {
         let sink = try FileSink(path: path, overwrite: options.overwrite)
-        try self.init(sink: sink, header: header, options: options)
+        do {
+            try self.init(sink: sink, header: header, options: options)
+        } catch {
+            sink.discard()
+            throw error
+        }
     }
 
     /// Writes to `sink` (which becomes the writer's: do not use it afterwards).
@@ -272,12 +285,14 @@ private final class WriterCore: Sendable {
                 s.lastStamp = record.time
             }
             let big = record.payload.count > TraceFormat.maxRecordPayload
-            let over = s.closing || s.engine.stopReason != nil
-            if over || big || s.queue.count >= capacity {
+            let stopped = s.engine.stopReason != nil
+            if s.closing || stopped || big || s.queue.count >= capacity {
                 s.producerDropped += 1
                 if big { s.producerOversized += 1 }
-                // After a stop or close nothing more reaches the file: count only.
-                if !over { s.drops.add(record.time, oversized: big) }
+                // After a stop nothing more reaches the file: count only. While closing, the drop is
+                // noticed if the writer has not taken its last batch yet (the trailer counts exactly
+                // the drops taken with that batch, so it always equals the file's notices).
+                if !stopped { s.drops.add(record.time, oversized: big) }
                 return (false, false)
             }
             s.queue.append(record)
@@ -341,6 +356,7 @@ private final class WriterCore: Sendable {
             var drops = Drops()
             var closing = false
             var unblock = 0
+            var producerDropped: UInt64 = 0
             let work = state.withLock { s -> Bool in
                 swap(&s.queue, &batch)
                 unblock = s.blockedProducers
@@ -350,6 +366,7 @@ private final class WriterCore: Sendable {
                 drops = s.drops
                 s.drops = Drops()
                 closing = s.closing
+                producerDropped = s.producerDropped
                 if batch.isEmpty && waiters.isEmpty && drops.count == 0 && !closing {
                     s.sleeping = true
                     return false
@@ -372,7 +389,9 @@ private final class WriterCore: Sendable {
             if !waiters.isEmpty { engine.flushChunk() }
             if closing {
                 engine.flushChunk()
-                engine.droppedForTrailer = state.withLock { $0.producerDropped } + engine.lost
+                // Every producer drop up to the last batch is in `drops` (noticed below or before);
+                // the engine's own drops (redaction growth) are noticed as they happen.
+                engine.droppedForTrailer = producerDropped + engine.noticedDrops
                 let result = engine.finish()
                 let toSignal = state.withLock { s -> [DispatchSemaphore] in
                     s.engine = engine.snapshot
@@ -419,8 +438,11 @@ final class WriterEngine {
     private(set) var index: [TraceChunkInfo] = []
     private(set) var records: UInt64 = 0
     private(set) var lastTime: Int64 = 0
-    /// Records lost with a chunk whose write failed, or discarded after the stop.
+    /// Records lost with a chunk whose write failed, or discarded after the stop, or grown past the
+    /// payload limit by redaction.
     private(set) var lost: UInt64 = 0
+    /// Of `lost`, the records grown past the limit by redaction (each has its `dropped` notice).
+    private(set) var noticedDrops: UInt64 = 0
     private(set) var stopReason: TraceError?
 
     init(sink: any TraceSink, redactor: Redactor, options: TraceWriterOptions, offset: UInt64) throws(TraceError) {
@@ -458,9 +480,14 @@ final class WriterEngine {
         var r = record
         if redactor.policy == .hashed {
             r.payload = redactor.redact(payload: r.payload, kind: r.kind)
-            // Redaction grew it past the limit (re-serialised JSON): drop it rather than write the secret.
+            // Redaction grew it past the limit (re-serialised JSON): drop it rather than write the secret,
+            // and say so in a notice like any other drop.
             if r.payload.count > TraceFormat.maxRecordPayload {
                 lost += 1
+                noticedDrops += 1
+                var d = Drops()
+                d.add(r.time, oversized: true)
+                addDrops(d)
                 return
             }
         }
@@ -482,12 +509,8 @@ final class WriterEngine {
     }
 
     func addDrops(_ d: Drops) {
-        let json: JSONValue = [
-            "count": .int(Int64(clamping: d.count)), "overflow": .int(Int64(clamping: d.overflow)),
-            "oversized": .int(Int64(clamping: d.oversized)), "firstTime": .int(d.firstTime.nanoseconds),
-            "lastTime": .int(d.lastTime.nanoseconds),
-        ]
-        add(TraceRecord(kind: .dropped, time: d.lastTime, payload: json.serialized()))
+        let notice = DroppedNotice(overflow: d.overflow, oversized: d.oversized, firstTime: d.firstTime, lastTime: d.lastTime)
+        add(TraceRecord(kind: .dropped, time: d.lastTime, payload: notice.json.serialized()))
     }
 
     /// Compresses and writes the open chunk (one `write(2)`).
@@ -543,6 +566,7 @@ final class WriterEngine {
     /// Stops after a write error: cuts off the partial chunk, writes a `writerStopped` record if the
     /// file still takes it, and refuses everything afterwards.
     private func stop(_ error: TraceError) {
+        if chunksBeforeStop == nil { chunksBeforeStop = index.count }
         lost += UInt64(chunkRecords)
         let lastT = max(lastTime, chunkMax)
         resetChunk()
@@ -569,11 +593,17 @@ final class WriterEngine {
         }
     }
 
-    /// Flushes, then writes the index and trailer and syncs (unless stopped); closes the sink.
+    /// Chunks written before the writer stopped (nil while it has not stopped).
+    private(set) var chunksBeforeStop: Int?
+
+    /// Flushes, then writes the index and trailer and syncs (unless stopped); closes the sink. A stopped
+    /// writer discards the file when it holds no record written before the stop, or when the options
+    /// ask for it (`removeIncompleteFile`).
     func finish() -> Result<Void, TraceError> {
         flushChunk()
         if let stopReason {
             try? sink.close()
+            if chunksBeforeStop == 0 || options.removeIncompleteFile { sink.discard() }
             return .failure(stopReason)
         }
         let indexFrame = FrameCodec.indexFrame(index)
@@ -600,6 +630,7 @@ final class WriterEngine {
             try? sink.truncate(to: offset)
             stopReason = TraceError(.writerStopped, offset: trailer.indexOffset, "closing failed: \(error.message)", errno: error.systemErrno)
             try? sink.close()
+            if index.isEmpty || options.removeIncompleteFile { sink.discard() }
             return .failure(stopReason ?? error)
         }
     }

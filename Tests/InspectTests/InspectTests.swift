@@ -103,6 +103,59 @@ func rec(_ n: UInt64, _ t: Double, _ text: String, gen: UInt64 = 1, dir: FrameDi
         #expect(found == ["jwt@2", "bearer@15", "longToken@4"])
     }
 
+    static func findings(_ text: String) -> [String] {
+        var found: [String] = []
+        SecretScanner().scanText(text) { rule, at, s in found.append("\(rule)@\(at):\(s)") }
+        return found
+    }
+
+    /// What `redact` leaves is never a finding of `lint`, whatever follows a placeholder.
+    @Test(arguments: ["Authorization: 'Bearer abcdefgh12345'", "h = \"Bearer abcdefgh12345\";", "Bearer abcdefgh12345, next",
+                      "x Bearer\tabcdefgh12345;y", "('Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl')"])
+    func redactedTextHasNoFindings(text: String) {
+        let redactor = Redactor(policy: .hashed, key: [UInt8](repeating: 3, count: 32))
+        #expect(!Self.findings(text).isEmpty, "the raw text has a secret: \(text)")
+        let redacted = redactor.redact(text: text)
+        #expect(redacted.contains(Redactor.placeholderPrefix))
+        #expect(Self.findings(redacted) == [], "\(redacted)")
+    }
+
+    @Test func aPlaceholderFollowedByAQuoteIsNotASecret() {
+        #expect(Self.findings("Authorization: 'Bearer rt:redacted:0123456789abcdef'") == [])
+        #expect(Self.findings("['Bearer rt:redacted:0123456789abcdef', 'Bearer rt:redacted:fedcba9876543210']") == [])
+        let s = SecretScanner()
+        #expect(s.scan(json: ["authorization": "Bearer rt:redacted:0123456789abcdef"], kind: "header").isEmpty)
+        #expect(s.scan(json: ["authorization": "Bearer  rt:redacted:0123456789abcdef"], kind: "header").isEmpty)
+        // Not a placeholder, only placeholder-shaped: still a secret.
+        #expect(s.scan(json: ["authorization": "Bearer rt:redacted:0123456789abcdeX"], kind: "header").map(\.rule) == ["secretKey"])
+    }
+
+    /// An unsigned JWT (RFC 7519 §6: `alg` none, empty signature) is a JWT to both lint and redact, its
+    /// final dot included; a signed JWT at the end of a sentence keeps the sentence's dot out.
+    @Test func unsignedJWTsAreRecognisedByLintAndRedact() {
+        let unsigned = "eyJhbGciOiJub25lIn0.eyJzdWIiOiIxMjMiLCJkZXZpY2VfaWQiOiJkIn0."
+        #expect(Self.findings("token \(unsigned) next") == ["jwt@6:\(unsigned)"])
+        #expect(Self.findings("\"\(unsigned)\"") == ["jwt@1:\(unsigned)"])
+        let redactor = Redactor(policy: .hashed, key: [UInt8](repeating: 3, count: 32))
+        #expect(redactor.redact(text: "token \(unsigned) next") == "token \(redactor.placeholder(for: unsigned)) next")
+        #expect(redactor.redact(json: ["x": .string(unsigned)]) == ["x": .string(redactor.placeholder(for: unsigned))])
+        let signed = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
+        #expect(Self.findings("it was \(signed).") == ["jwt@7:\(signed)"])
+        #expect(redactor.redact(text: "it was \(signed).") == "it was \(redactor.placeholder(for: signed)).")
+        // Two segments only, or a second segment that is not JSON, is not a JWT.
+        #expect(Self.findings("eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0") == [])
+        #expect(redactor.redact(text: "see eyJhbGciOiJub25lIn0.c3ViamVjdA. ok") == "see eyJhbGciOiJub25lIn0.c3ViamVjdA. ok")
+    }
+
+    @Test(arguments: ["password", "Password", "passwd", "passphrase", "clientSecret", "apiKey"])
+    func aShortPasswordIsASecret(key: String) {
+        let value: JSONValue = [key: "pw1"]
+        #expect(SecretScanner().scan(json: ["login": value], kind: "header").map { "\($0.rule) \($0.location)" } == ["secretKey $.login.\(key)"])
+        let redactor = Redactor(policy: .hashed, key: [UInt8](repeating: 3, count: 32))
+        #expect(redactor.redact(json: value) == [key: .string(redactor.placeholder(for: "pw1"))])
+        #expect(redactor.redact(payload: Array(#"{"\#(key)":"pw1"}"#.utf8), kind: .frameText) != Array(#"{"\#(key)":"pw1"}"#.utf8), "the pre-check sees it")
+    }
+
     @Test func rekeyMapsEqualPlaceholdersToEqualPlaceholders() throws {
         let old = Redactor(policy: .hashed, key: [UInt8](repeating: 1, count: 32))
         let new = Redactor(policy: .hashed, key: [UInt8](repeating: 2, count: 32))

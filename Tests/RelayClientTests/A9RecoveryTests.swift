@@ -150,6 +150,66 @@ import Testing
         try stopAndFinish(&h)
     }
 
+    /// A desktop that ignores pings: every probe times out after 3 s and its A8 timeout replaces the socket;
+    /// the new registration does not ping at once (it used to, so the gaps stayed 3 s): the next probe
+    /// waits out the backoff, so the gaps are 3 s + 1, 2, 4, 8, 16, 16... inside the 90 s window.
+    @Test func probesBackOffWhenTheDesktopIgnoresPingsAndEachTimeoutReplacesTheSocket() throws {
+        var h = ClientHarness()
+        h.connectAndRegister()
+        h.advance(to: .seconds(10))
+        h.feed(.push(.desktopOnline(desktopId: TestIdentity.desktopId)))  // epoch 1, deadline 100 s
+        var probeTimes: [Double] = []
+        var probeGenerations: [Generation] = []
+        var opened = 0
+        while h.now < .seconds(105) {
+            for (t, a) in h.takeTimedActions() {
+                if case .openTransport(let g, _, _) = a {
+                    opened += 1
+                    h.feed(.transportOpened(g))
+                    h.feed(.transportFrame(g, RelayFrames.registered()))
+                }
+                if let p = probes([a]).first {
+                    probeTimes.append(t.seconds - 10)
+                    probeGenerations.append(p.0)
+                }
+            }
+            if let g = h.machine.generation { h.feed(.transportFrame(g, RelayFrames.pong)) }  // the relay is alive
+            h.advance(by: .milliseconds(250))
+        }
+        #expect(probeTimes == [0, 4, 9, 16, 27, 46, 65, 84], "3 s timeout + backoff 1, 2, 4, 8, 16, 16, 16 s")
+        #expect(Set(probeGenerations).count == probeGenerations.count, "each timeout replaced the socket (A8)")
+        #expect(opened == 8, "one replacement per timed-out probe, not one every 3 s")
+        #expect(h.machine.desktopStatus == .temporarilyOffline(.deadline))
+        try stopAndFinish(&h)
+    }
+
+    /// The relay's `online` and a new epoch probe at once even while a backoff runs; nothing else does.
+    @Test func onlyOnlineANewEpochOrTheForegroundCheckProbeAtOnce() throws {
+        var h = ClientHarness()
+        let g = h.connectAndRegister()
+        h.feed(.push(.desktopOnline(desktopId: TestIdentity.desktopId)))
+        let first = try #require(probes(h.takeActions()).first)
+        answerProbe(&h, first, online: false)  // backoff 1 s
+        h.advance(by: .milliseconds(200))
+        h.feed(.transportClosed(g, code: 1006, reason: "gone"))  // the socket drops during the backoff
+        let reopen = h.takeActions()
+        let g2 = try #require(opens(reopen).first)
+        h.feed(.transportOpened(g2))
+        h.feed(.transportFrame(g2, RelayFrames.registered()))
+        #expect(probes(h.takeActions()).isEmpty, "a new registration waits out the backoff")
+        h.advance(to: .seconds(1))
+        #expect(probes(h.takeActions()).count == 1, "the backoff timer probes on the new socket")
+        // It fails too; a new epoch (a push) probes at once, whatever the old epoch's backoff.
+        h.advance(by: .milliseconds(100))
+        let second = try #require(h.machine.epoch?.probeInFlight)
+        h.feed(.transportFrame(g2, RelayFrames.errorResponse(id: second, code: -32010, message: "Desktop is offline", traceparent: nil)))
+        #expect(h.deadline(of: .probe(epoch: 1)) == .seconds(3.1), "second failure: 2 s backoff")
+        h.feed(.push(.desktopOnline(desktopId: TestIdentity.desktopId)))
+        #expect(probes(h.takeActions()).count == 1, "a new epoch probes at once")
+        #expect(h.machine.epoch?.id == 2)
+        try stopAndFinish(&h)
+    }
+
     @Test func relayOnlinePingsAtOnceAndDisconnectedShowsTemporarilyOffline() throws {
         var h = ClientHarness()
         let g = h.connectAndRegister()

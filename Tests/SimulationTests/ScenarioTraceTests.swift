@@ -11,8 +11,9 @@ struct SimTrace {
     var records: [TraceRecord]
     var header: TraceHeader
 
-    static func run(_ name: String, seed: UInt64 = 1, duration: Duration? = nil) throws -> SimTrace {
-        let scenario = try #require(Scenario.named(name))
+    static func run(_ name: String, seed: UInt64 = 1, duration: Duration? = nil, extraFaults: String = "") throws -> SimTrace {
+        var scenario = try #require(Scenario.named(name))
+        scenario.faults += "\n" + extraFaults
         let path = FileManager.default.temporaryDirectory
             .appendingPathComponent("sim-\(name)-\(seed)-\(UInt64.random(in: 0...UInt64.max)).rtrace").path
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -130,6 +131,19 @@ struct SimTrace {
             r.time >= .seconds(62) && r.time < stop.time
                 && (r.kind == .transportOpen || (r.kind == .transportClosed && r.direction == .outbound))
         })
+    }
+
+    /// The reproduction (docs/FAULTS.md `ignore-pings`): after the handover's fresh epoch the
+    /// desktop never answers a ping; each probe's 3 s timeout replaces the socket (A8) and the next probe
+    /// still waits out the backoff (A9), so the gaps grow 3 s + 1, 2, 4, 8, 16 s instead of staying 3.06 s.
+    @Test func handoverWithADesktopThatIgnoresPingsBacksOffItsProbes() throws {
+        let t = try SimTrace.run("handover", duration: .seconds(150), extraFaults: "from 29s to 10m desktop ignore-pings")
+        let pings = t.messages(.outbound).filter { if case .rpcRequest(let r) = $0.message { r.method == "system.ping" } else { false } }
+        let gaps = zip(pings.dropFirst(), pings).map { Double(($0.time - $1.time).nanoseconds / 1_000_000) / 1000 }
+        #expect(pings.first?.time == .seconds(30.06))
+        #expect(gaps == [4, 5, 7, 11, 19, 19, 19], "\(gaps)")
+        #expect(Set(pings.map(\.gen)).count == pings.count, "each unanswered probe replaced its socket")
+        #expect(t.opens().count == 10, "the first socket, the handover's, then one per timed-out probe")
     }
 
     @Test func handoverClosesTheOldSocketFailsItsCallsThenOpensExactlyOneNew() throws {
