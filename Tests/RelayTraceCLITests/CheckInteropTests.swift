@@ -43,7 +43,7 @@ struct CheckInteropTests {
         return (json.status, try JSONValue(parsing: json.stdout), text.stdout)
     }
 
-    @Test("a well-behaved python client passes", .timeLimit(.minutes(2)), arguments: [false, true])
+    @Test("a well-behaved python client passes", .timeLimit(.minutes(5)), arguments: [false, true])
     func wellBehavedClientPasses(tls: Bool) throws {
         let (status, report, text) = try recordAndCheck(mode: "well", tls: tls)
         #expect(status == 0, "\(text)")
@@ -56,7 +56,7 @@ struct CheckInteropTests {
         }
     }
 
-    @Test("check names each rule a python client broke", .timeLimit(.minutes(2)))
+    @Test("check names each rule a python client broke", .timeLimit(.minutes(5)))
     func brokenClientIsCaughtOnEachRule() throws {
         let (status, report, text) = try recordAndCheck(mode: "broken", tls: false)
         #expect(status == 1, "\(text)")

@@ -145,7 +145,7 @@ struct RelayInteropTests {
     /// ping, a WebSocket ping, a binary frame, closes by either side over three sockets) prints every
     /// message it sent and received; the relay's recording and the proxy's must hold exactly that, frame
     /// for frame in both directions, one generation per socket, and verify.
-    @Test("a python client's own transcript is what relay --record and the proxy recorded", .timeLimit(.minutes(2)),
+    @Test("a python client's own transcript is what relay --record and the proxy recorded", .timeLimit(.minutes(5)),
           arguments: [false, true])
     func recordingsMatchTheClientsTranscript(tls: Bool) throws {
         let python = try #require(interopPython)
@@ -261,7 +261,7 @@ struct RelayInteropTests {
                             "events-both-ways", "relay-code"]
 
     @Test("a python desktop and phone link by code through the relay; the relay's own code and its PNG QR agree",
-          .timeLimit(.minutes(2)))
+          .timeLimit(.minutes(5)))
     func pythonPeersLinkByCode() throws {
         let python = try #require(interopPython)
         let zbarimg = try #require(["/usr/bin/zbarimg", "/bin/zbarimg"].first { FileManager.default.isExecutableFile(atPath: $0) },
@@ -356,7 +356,7 @@ struct CaptureURLTests {
         #expect(try relaytrace(["replay", out]).status == 0)
     }
 
-    @Test("a live link capture over ws to relaytrace relay replays strictly", .timeLimit(.minutes(1)))
+    @Test("a live link capture over ws to relaytrace relay replays strictly", .timeLimit(.minutes(5)))
     func aLinkCaptureAgainstTheRelayReplaysStrictly() throws {
         let relay = try Child(productsDirectory().appendingPathComponent("relaytrace").path, ["relay", "--listen", "127.0.0.1:0", "--for", "40s"])
         defer { relay.kill() }

@@ -67,7 +67,7 @@ struct RelayReplayTests {
     }
 
     @Test("a python client replayed against its own recording gets every answer again, its own IDs in them; exit 0",
-          .timeLimit(.minutes(2)), arguments: [true, false])
+          .timeLimit(.minutes(5)), arguments: [true, false])
     func faithfulReplay(raw: Bool) throws {
         let (recording, first) = try recordPythonClient(raw: raw)
         let replayed = tempPath("rtrace")
@@ -114,7 +114,7 @@ struct RelayReplayTests {
     }
 
     @Test("a changed client (another method, a stale resume token) makes the replay exit 1 naming the record",
-          .timeLimit(.minutes(2)), arguments: ["different-method", "stale-token"])
+          .timeLimit(.minutes(5)), arguments: ["different-method", "stale-token"])
     func changedClient(variant: String) throws {
         let (recording, _) = try recordPythonClient(raw: true)
         defer { unlink(recording) }
@@ -150,7 +150,7 @@ struct RelayReplayTests {
     /// The project's own live client runs the tour against the development relay (recorded), then against
     /// the replay of that recording: the replay matches every frame, and the second capture replays
     /// strictly as any capture does.
-    @Test("capture --url against relay --replay of a recorded tour: no divergence", .timeLimit(.minutes(2)))
+    @Test("capture --url against relay --replay of a recorded tour: no divergence", .timeLimit(.minutes(5)))
     func ownClientReplaysATour() throws {
         let recording = tempPath("rtrace"), capture1 = tempPath("rtrace"), capture2 = tempPath("rtrace")
         defer { for p in [recording, capture1, capture2] { unlink(p) } }
@@ -172,7 +172,7 @@ struct RelayReplayTests {
     }
 
     /// docs/examples/replay_fixture.py, the documented pattern for python test suites, runs as it says.
-    @Test("the python example in docs replays a recording to a client and passes its exit code on", .timeLimit(.minutes(2)))
+    @Test("the python example in docs replays a recording to a client and passes its exit code on", .timeLimit(.minutes(5)))
     func pythonExample() throws {
         let python = try #require(interopPython)
         let (recording, _) = try recordPythonClient(raw: false)

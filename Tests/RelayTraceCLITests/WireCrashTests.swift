@@ -35,7 +35,7 @@ except Exception:
 @Suite("wire traces survive kill -9",
        .enabled(if: interopPython != nil, "no .venv/bin/python: run tools/interop/setup-venv.sh (tools/test.sh does)"))
 struct WireCrashTests {
-    @Test("a proxy killed with SIGKILL loses at most the last second", .timeLimit(.minutes(2)))
+    @Test("a proxy killed with SIGKILL loses at most the last second", .timeLimit(.minutes(5)))
     func killedProxyLosesAtMostOneSecond() throws {
         let python = try #require(interopPython)
         let recording = tempPath("rtrace")

@@ -15,7 +15,7 @@ struct WireReplayCommandTests {
     static let slow = "66666666-7777-4888-8999-aaaaaaaaaaaa"
 
     @Test("a python phone with a 6 s heartbeat is reported at its first heartbeat with A6; one with 5 s agrees; several phones need --device",
-          .timeLimit(.minutes(2)))
+          .timeLimit(.minutes(5)))
     func pythonPhonesReplayIntoTheModel() throws {
         let python = try #require(interopPython)
         let file = tempPath("rtrace")

@@ -43,7 +43,7 @@ private func recording() throws -> String {
 
 @Suite("RecordedRelay (ReplayTesting)")
 struct RecordedRelayTests {
-    @Test("the client under test, run as it was recorded, matches; the helper records no issue", .timeLimit(.minutes(1)))
+    @Test("the client under test, run as it was recorded, matches; the helper records no issue", .timeLimit(.minutes(5)))
     func matches() throws {
         let path = try recording()
         defer { unlink(path) }
@@ -52,7 +52,7 @@ struct RecordedRelayTests {
         relay.expectMatched(within: .seconds(10))
     }
 
-    @Test("a changed client: the result names the record, and expectMatched records it as an issue", .timeLimit(.minutes(1)))
+    @Test("a changed client: the result names the record, and expectMatched records it as an issue", .timeLimit(.minutes(5)))
     func changedClientIsAnIssue() throws {
         let path = try recording()
         defer { unlink(path) }

@@ -153,7 +153,7 @@ struct WireRecorderTests {
 
     /// The documented example (RecordedChannel.swift): the project's own Net client records itself
     /// against the development relay; the trace holds the exchange as the client saw it.
-    @Test("the Net client wrapped in the recorder records its own session against the relay", .timeLimit(.minutes(1)))
+    @Test("the Net client wrapped in the recorder records its own session against the relay", .timeLimit(.minutes(5)))
     func netClientRecordsItself() throws {
         let path = temporaryTrace()
         defer { unlink(path) }
