@@ -189,21 +189,9 @@ final class RelayHostCore: Sendable {
         }
     }
 
-    /// Sends a frame the relay produced to its socket (on the socket's loop), recorded as it goes out.
-    /// A socket that ended meanwhile cannot take it: that is logged (its close is on its way to the relay).
+    /// Sends a frame the relay produced to its socket (see `deliverOnLoop`).
     private func deliver(_ frame: WireFrame, to id: ConnectionID, _ connection: LoopWebSocket, _ socket: WireSocket?) {
-        let log = self.log
-        connection.loop.execute {
-            do throws(WebSocketError) {
-                switch frame {
-                case .text(let text): try connection.send(text: text)
-                case .binary(let bytes): try connection.send(binary: bytes)
-                }
-                socket?.received(frame)
-            } catch {
-                log("\(id) frame not sent (\(frame.byteCount) bytes): \(error)")
-            }
-        }
+        deliverOnLoop(frame, connection, socket, naming: "\(id)", log: log)
     }
 
     /// Closes a socket as the relay asked. An empty close frame (no code) carries no reason on the wire
@@ -319,5 +307,23 @@ func record(_ event: WebSocketEvent, on socket: WireSocket?) -> ServedEvent? {
     case .protocolError(let e):
         socket?.closed(code: Int(e.closeCode.rawValue), reason: "failed by the relay: \(e.message)", byClient: false)
         return .ended(onWire: Int(e.closeCode.rawValue), code: e.closeCode.rawValue, reason: e.message, failedByRelay: true)
+    }
+}
+
+/// Sends a frame a relay machine (the development relay's or a replayed recording's) produced to its
+/// socket, on the socket's loop, recorded as it goes out. A socket that ended meanwhile cannot take it:
+/// that is logged under `id` (its close is on its way to the machine).
+func deliverOnLoop(_ frame: WireFrame, _ connection: LoopWebSocket, _ socket: WireSocket?, naming id: String,
+                   log: @escaping @Sendable (String) -> Void) {
+    connection.loop.execute {
+        do throws(WebSocketError) {
+            switch frame {
+            case .text(let text): try connection.send(text: text)
+            case .binary(let bytes): try connection.send(binary: bytes)
+            }
+            socket?.received(frame)
+        } catch {
+            log("\(id) frame not sent (\(frame.byteCount) bytes): \(error)")
+        }
     }
 }

@@ -220,17 +220,7 @@ final class ReplayHostCore: Sendable {
                 }
             case .send(let c, let frame):
                 guard let (connection, socket) = open(c) else { continue }
-                connection.loop.execute {
-                    do throws(WebSocketError) {
-                        switch frame {
-                        case .text(let t): try connection.send(text: t)
-                        case .binary(let b): try connection.send(binary: b)
-                        }
-                        socket?.received(frame)
-                    } catch {
-                        log("\(c) frame not sent (\(frame.byteCount) bytes): \(error)")
-                    }
-                }
+                deliverOnLoop(frame, connection, socket, naming: "\(c)", log: log)
             case .close(let c, let code, let reason):
                 guard let (connection, socket) = open(c) else { continue }
                 log("\(c): closing \(code.map(String.init) ?? "(empty)") \(reason)")

@@ -68,18 +68,19 @@ func writeSampleTrace(close: Bool = true, extraRecords: Int = 0) throws -> Strin
     for i in 0..<extraRecords {
         w.append(.frame(.text(#"{"type":"heartbeat","payload":{"activeSessionId":"s-\#(i)"}}"#), time: .seconds(4 + Double(i) * 0.001), generation: 2, direction: .outbound))
     }
-    if close {
-        try w.close()
-    } else {
-        w.flush()
-        // Simulate a crash: keep the file as it is now (header and chunks only), abandon the writer.
-        let copy = path + ".crashed"
-        try FileManager.default.copyItem(atPath: path, toPath: copy)
-        try w.close()
-        try FileManager.default.removeItem(atPath: path)
-        try FileManager.default.moveItem(atPath: copy, toPath: path)
-    }
+    if close { try w.close() } else { try leaveAsKilled(w, path) }
     return path
+}
+
+/// Leaves the trace at `path` as a killed recorder would: the header and the chunks flushed so far, no
+/// index or trailer (the file is kept as it is now and the writer abandoned).
+func leaveAsKilled(_ w: TraceWriter, _ path: String) throws {
+    w.flush()
+    let copy = path + ".crashed"
+    try FileManager.default.copyItem(atPath: path, toPath: copy)
+    try w.close()
+    try FileManager.default.removeItem(atPath: path)
+    try FileManager.default.moveItem(atPath: copy, toPath: path)
 }
 
 @Suite struct HelpAndUsageTests {

@@ -26,17 +26,7 @@ func writeFailedSocketsTrace(close: Bool = true) throws -> String {
     rec(.transportOpened, 2.1, 3, "", .inbound)
     w.append(.frame(.text(#"{"type":"heartbeat","payload":{}}"#), time: .seconds(7), generation: 3, direction: .outbound))
     w.append(.frame(.text(#"{"type":"pong"}"#), time: .seconds(7.05), generation: 3, direction: .inbound))
-    if close {
-        try w.close()
-    } else {
-        // As a killed recorder leaves it: the header and the chunks flushed so far, no index or trailer.
-        w.flush()
-        let copy = path + ".crashed"
-        try FileManager.default.copyItem(atPath: path, toPath: copy)
-        try w.close()
-        try FileManager.default.removeItem(atPath: path)
-        try FileManager.default.moveItem(atPath: copy, toPath: path)
-    }
+    if close { try w.close() } else { try leaveAsKilled(w, path) }
     return path
 }
 
