@@ -100,21 +100,11 @@ enum RelayCommand {
             return .ioError
         }
         // The recording is opened before the relay listens: a file that cannot be written stops us first.
-        var recorder: WireRecorder?
         let recordPath = args.value("record")
-        if let recordPath {
-            var options = TraceWriterOptions()
-            if args.flag("raw") { options.redaction = .raw }
-            options.overwrite = args.flag("force")
-            // A recording relay waits for its writer rather than lose a frame.
-            options.blockWhenFull = true
-            do throws(TraceError) {
-                recorder = try WireRecorder(path: recordPath, source: .relay, details: ["listen": .string(listen)],
-                                            wallClockStart: rfc3339Now(), options: options)
-            } catch {
-                ctx.stderr.line(writeFailure(error, path: recordPath))
-                return RelayTraceCommand.exitCode(for: error)
-            }
+        let recorder: WireRecorder?
+        switch openRelayRecording(args, details: ["listen": .string(listen)], ctx) {
+        case .success(let r): recorder = r
+        case .failure(let code): return code.code
         }
         ctx.stdout.flush()
         let lines = LineWriter()
@@ -498,5 +488,28 @@ final class LineWriter: Sendable {
                 done += n
             }
         }
+    }
+}
+
+/// An exit code as an `Error`, for a `Result` whose failure is already reported.
+struct ReportedExit: Error {
+    /// The exit code the command returns.
+    let code: ExitCode
+}
+
+/// Opens `relay --record FILE` (also with `--replay`): `--raw` records unredacted, `--force` overwrites,
+/// and a recording relay waits for its writer rather than lose a frame. nil without `--record`; a
+/// failure is reported on stderr (the file named) with its exit code.
+func openRelayRecording(_ args: ParsedArguments, details: [String: JSONValue], _ ctx: CLIContext) -> Result<WireRecorder?, ReportedExit> {
+    guard let recordPath = args.value("record") else { return .success(nil) }
+    var options = TraceWriterOptions()
+    if args.flag("raw") { options.redaction = .raw }
+    options.overwrite = args.flag("force")
+    options.blockWhenFull = true
+    do throws(TraceError) {
+        return .success(try WireRecorder(path: recordPath, source: .relay, details: details, wallClockStart: rfc3339Now(), options: options))
+    } catch {
+        ctx.stderr.line(writeFailure(error, path: recordPath))
+        return .failure(ReportedExit(code: RelayTraceCommand.exitCode(for: error)))
     }
 }

@@ -27,20 +27,11 @@ enum ReplayServeCommand {
             return .dataError
         }
         // The replayed session's own recording, opened before listening.
-        var recorder: WireRecorder?
         let recordPath = args.value("record")
-        if let recordPath {
-            var options = TraceWriterOptions()
-            if args.flag("raw") { options.redaction = .raw }
-            options.overwrite = args.flag("force")
-            options.blockWhenFull = true
-            do throws(TraceError) {
-                recorder = try WireRecorder(path: recordPath, source: .relay, details: ["listen": .string(listen), "replayOf": .string(file)],
-                                            wallClockStart: rfc3339Now(), options: options)
-            } catch {
-                ctx.stderr.line(writeFailure(error, path: recordPath))
-                return RelayTraceCommand.exitCode(for: error)
-            }
+        let recorder: WireRecorder?
+        switch openRelayRecording(args, details: ["listen": .string(listen), "replayOf": .string(file)], ctx) {
+        case .success(let r): recorder = r
+        case .failure(let code): return code.code
         }
         let options = ReplayingRelayOptions(strict: args.flag("strict"), speed: speed)
         ctx.stdout.flush()
