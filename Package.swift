@@ -2,7 +2,16 @@
 // RelayTrace: record-and-replay debugger for the PlanToCode relay client.
 // Dependencies only go downward (see docs/ARCHITECTURE.md):
 //   relaytrace -> RelayTraceCLI -> Trace / RelayClient -> RelayProtocol -> (Foundation, CZstd, COpenSSL)
+import Foundation
 import PackageDescription
+
+/// How `relaytrace` is linked on Linux: Swift and Foundation statically, position-dependent (see the
+/// target below), unless RELAYTRACE_DYNAMIC_LINK=1 asks for the toolchain's default, the baseline that
+/// tools/bench-start.sh measures against.
+let staticBinary: [LinkerSetting] =
+    ProcessInfo.processInfo.environment["RELAYTRACE_DYNAMIC_LINK"] == "1" ? [] :
+    [.unsafeFlags(["-static-stdlib", "-Xclang-linker", "-no-pie"], .when(platforms: [.linux]))]
+    + ["CoreFoundation", "_FoundationCollections", "_FoundationCShims", "_FoundationICU"].map { .linkedLibrary($0, .when(platforms: [.linux])) }
 
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -108,7 +117,14 @@ let package = Package(
         .target(name: "Viewer", dependencies: ["Inspect", "Trace", "RelayProtocol", "Net"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
         .target(name: "RelayTraceCLI", dependencies: ["Viewer", "LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "WireReplay", "SpecCheck"], swiftSettings: strict),
-        .executableTarget(name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict),
+        .executableTarget(
+            name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict,
+            // Linux: the Swift runtime and Foundation linked in statically (with the libraries the shared
+            // Foundation would have pulled in itself) into a position-dependent executable, so a process
+            // starts in ~4 ms instead of ~15 ms: no loading of libFoundation and its ICU, no 80,000 relative
+            // relocations. That is most of a seek (`show N`) and of every test that runs the binary
+            // (docs/BENCHMARKS.md, "Process start"; docs/ARCHITECTURE.md says why no PIE).
+            linkerSettings: staticBinary),
         // The trace benchmark driver (tools/bench-trace.sh); not a product.
         .executableTarget(name: "relaytrace-bench", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
         // The proxy and in-app recorder benchmarks (tools/bench-proxy.sh, tools/bench-recorder.sh); not a product.
