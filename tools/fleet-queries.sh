@@ -80,7 +80,9 @@ echo "export of $N traces: peak RSS $(rss "$TMP/timeN.txt") KiB, $(wall "$TMP/ti
 echo "== the three queries ($ENGINES)"
 status=0
 .venv/bin/python tools/fleet_queries.py "$TMP/fleet.jsonl" --engine "$ENGINES" --out "$TMP/results.json" \
-    --expect-loops "$TMP/expected-loops" --expect-gaps "$TMP/expected-gaps" > /dev/null || status=$?
+    --expect-loops "$TMP/expected-loops" --expect-gaps "$TMP/expected-gaps" > /dev/null 2> "$TMP/queries.err" || status=$?
+# Spark's start-up chatter (log4j, hostname warnings) stays in the file unless the queries failed.
+if [ "$status" != 0 ]; then cat "$TMP/queries.err" >&2; fi
 .venv/bin/python - "$TMP/results.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -99,4 +101,5 @@ print("method, responses, p50 ms, p99 ms:")
 for row in rpc:
     print("  " + ", ".join(str(v) for v in row))
 PY
+echo "== load average $(cut -d' ' -f1-3 /proc/loadavg) after the run"
 exit "$status"
