@@ -42,31 +42,21 @@ enum CheckCommand {
         let inputs: TraceInputs
         do { inputs = try TraceInputs(args, command: "check") } catch { return RelayTraceCommand.usageError(error, ctx) }
         let options = CheckOptions(tolerance: .nanoseconds(tolerance), earlyTolerance: .nanoseconds(early), skip: skip)
-        let format = args.value("format") ?? "text"
-        var array = JSONArrayWriter()
-        var first = true
+        var output = PerTraceOutput(format: args.value("format") ?? "text", isMany: inputs.isMany)
         let worst = inputs.forEachOpened(ctx) { file, reader in
             let (report, error) = check(reader, options)
-            switch format {
-            case "jsonl":
-                let columns = TraceColumns(file: file, reader: reader)
-                for f in report.findings {
-                    guard case .object(var o) = columns.tagged(f.json) else { continue }
+            let columns = TraceColumns(file: file, reader: reader)
+            output.add(columns, rows: {
+                report.findings.map { f in
+                    guard case .object(var o) = f.json else { return f.json }
                     o["ts"] = columns.ts(f.time)
-                    ctx.stdout.write(bytes: JSONValue.object(o).serialized())
-                    ctx.stdout.write("\n")
+                    return .object(o)
                 }
-            case "json" where inputs.isMany: array.add(TraceColumns(file: file, reader: reader).tagged(report.json), ctx.stdout)
-            case "json": ctx.stdout.line(report.json.prettyText())
-            default:
-                if inputs.isMany { ctx.stdout.line(TraceInputs.heading(file, first: first)) }
-                ctx.stdout.write(report.text)
-            }
-            first = false
+            }, json: { report.json }, text: { report.text }, ctx.stdout)
             if let error { return readFailure(error, path: file, ctx) }
             return report.clientBrokeARule ? .found : .success
         }
-        if format == "json", inputs.isMany { array.finish(ctx.stdout) }
+        output.finish(ctx.stdout)
         return worst
     }
 

@@ -188,30 +188,20 @@ enum StatsCommand {
             w = try window(args, "stats")
             inputs = try TraceInputs(args, command: "stats")
         } catch { return RelayTraceCommand.usageError(error, ctx) }
-        let format = args.value("format") ?? "text"
-        var array = JSONArrayWriter()
-        var first = true
+        var output = PerTraceOutput(format: args.value("format") ?? "text", isMany: inputs.isMany)
         let worst = inputs.forEachOpened(ctx) { file, reader in
             let (stats, error) = figures(reader, since: w.since, until: w.until)
-            switch format {
-            case "jsonl":
-                let columns = TraceColumns(file: file, reader: reader)
-                guard case .object(var o) = columns.tagged(stats.json) else { break }
+            let columns = TraceColumns(file: file, reader: reader)
+            output.add(columns, rows: {
+                guard case .object(var o) = stats.json else { return [] }
                 o["start"] = columns.ts(.zero)
                 o["complete"] = .bool(reader.isComplete)
                 o["error"] = error.map { .string($0.description) } ?? .null
-                ctx.stdout.write(bytes: JSONValue.object(o).serialized())
-                ctx.stdout.write("\n")
-            case "json" where inputs.isMany: array.add(TraceColumns(file: file, reader: reader).tagged(stats.json), ctx.stdout)
-            case "json": ctx.stdout.line(stats.json.prettyText())
-            default:
-                if inputs.isMany { ctx.stdout.line(TraceInputs.heading(file, first: first)) }
-                ctx.stdout.write(stats.text)
-            }
-            first = false
+                return [.object(o)]
+            }, json: { stats.json }, text: { stats.text }, ctx.stdout)
             return finishReading(reader, path: file, error: error, ctx) ?? .success
         }
-        if format == "json", inputs.isMany { array.finish(ctx.stdout) }
+        output.finish(ctx.stdout)
         return worst
     }
 

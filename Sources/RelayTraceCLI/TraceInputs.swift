@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Inspect
 import RelayProtocol
 import Trace
 
@@ -102,12 +103,6 @@ struct TraceInputs {
             }
         }
     }
-
-    /// The heading of one trace's text in a many-trace listing: `==> FILE <==` (a blank line before
-    /// every one but the first).
-    static func heading(_ path: String, first: Bool) -> String {
-        (first ? "" : "\n") + "==> \(path == "-" ? "stdin" : path) <=="
-    }
 }
 
 extension ExitCode {
@@ -115,18 +110,45 @@ extension ExitCode {
     func worse(_ other: ExitCode) -> ExitCode { other.rawValue > rawValue ? other : self }
 }
 
-/// Writes the JSON of each trace of a `--format json` listing over many traces as one array, one pretty
-/// object after another.
-struct JSONArrayWriter {
+/// Prints what a command found in each of its traces in its `--format`: `jsonl`, rows (JSON objects)
+/// with the trace's columns added; `json`, the one object, or with several traces one JSON array of the
+/// objects with the trace's columns; text, under a `==> FILE <==` heading with several traces.
+struct PerTraceOutput {
+    let format: String
+    let isMany: Bool
     private var first = true
 
-    /// Writes `value` as the next element on `out`.
-    mutating func add(_ value: JSONValue, _ out: Output) {
-        out.write(first ? "[\n" : ",\n")
-        out.write(value.prettyText())
+    init(format: String, isMany: Bool) {
+        self.format = format
+        self.isMany = isMany
+    }
+
+    /// One trace's result: `rows` for jsonl, `json` for json, `text` for text (only the one asked for
+    /// is made).
+    mutating func add(_ columns: TraceColumns, rows: () -> [JSONValue], json: () -> JSONValue, text: () -> String, _ out: Output) {
+        switch format {
+        case "jsonl":
+            for row in rows() { Self.line(columns.tagged(row), out) }
+        case "json" where isMany:
+            out.write(first ? "[\n" : ",\n")
+            out.write(columns.tagged(json()).prettyText())
+        case "json":
+            out.line(json().prettyText())
+        default:
+            if isMany { out.line((first ? "" : "\n") + "==> \(columns.trace) <==") }
+            out.write(text())
+        }
         first = false
     }
 
-    /// Ends the array (`[]` when nothing was added).
-    func finish(_ out: Output) { out.write(first ? "[]\n" : "\n]\n") }
+    /// Ends the output (the JSON array of several traces; `[]` when none was read).
+    func finish(_ out: Output) {
+        if format == "json", isMany { out.write(first ? "[]\n" : "\n]\n") }
+    }
+
+    /// Writes `value` as one JSON line.
+    static func line(_ value: JSONValue, _ out: Output) {
+        out.write(bytes: value.serialized())
+        out.write("\n")
+    }
 }

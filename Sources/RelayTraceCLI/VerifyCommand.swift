@@ -52,8 +52,7 @@ enum VerifyCommand {
                     "records": .int(Int64(outcome.records)), "chunks": .int(Int64(outcome.chunks)), "complete": .bool(outcome.complete),
                     "error": outcome.problem.map { .string($0) } ?? .null,
                 ]
-                ctx.stdout.write(bytes: columns.tagged(row).serialized())
-                ctx.stdout.write("\n")
+                PerTraceOutput.line(columns.tagged(row), ctx.stdout)
             }
             if case .failure = opened { return outcome.code }
             if let line = outcome.passed, !jsonl { ctx.stdout.line(inputs.isMany ? "\(columns.trace): \(line)" : line) }
