@@ -26,11 +26,10 @@ if [ "$ENGINES" != duckdb ]; then
     fi
 fi
 
-swift build -c release --product relaytrace >/dev/null
-RT="$(swift build -c release --show-bin-path)/relaytrace"
-
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/relaytrace-fleet.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
+swift build -c release --product relaytrace > "$TMP/build.log" 2>&1 || { cat "$TMP/build.log" >&2; exit 1; }
+RT="$(swift build -c release --show-bin-path)/relaytrace"
 mkdir "$TMP/traces" "$TMP/ten"
 printf 'on register relay invalid-resume count=3\n' > "$TMP/loop.faults"
 

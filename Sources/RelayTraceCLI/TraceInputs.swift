@@ -68,7 +68,7 @@ struct TraceInputs {
     /// error that kept it from opening (already reported on stderr; `body` returns its code, normally
     /// `RelayTraceCommand.exitCode(for:)`). Stops when stdout broke (`| head` went away). Returns the
     /// worst exit code (a directory that gave no trace counts 66).
-    func forEach(salvage: Bool = false, _ ctx: CLIContext, _ body: (String, Result<TraceReader, TraceError>) -> ExitCode) -> ExitCode {
+    func forEach(_ ctx: CLIContext, _ body: (String, Result<TraceReader, TraceError>) -> ExitCode) -> ExitCode {
         var worst = ExitCode.success
         for argument in arguments {
             let paths: [String]
@@ -81,7 +81,7 @@ struct TraceInputs {
                 if ctx.stdout.isBroken { return worst }
                 let opened: Result<TraceReader, TraceError>
                 do throws(TraceError) {
-                    opened = .success(try RelayTraceCommand.openTraceFile(path, salvage: salvage))
+                    opened = .success(try RelayTraceCommand.openTraceFile(path))
                 } catch {
                     ctx.stdout.flush()
                     ctx.stderr.line(RelayTraceCommand.openFailure(path, error))
@@ -93,7 +93,7 @@ struct TraceInputs {
         return worst
     }
 
-    /// As ``forEach(salvage:_:_:)`` for a command with nothing to say about a trace that did not open:
+    /// As ``forEach(_:_:)`` for a command with nothing to say about a trace that did not open:
     /// `body` gets the opened ones, a failure counts its exit code.
     func forEachOpened(_ ctx: CLIContext, _ body: (String, TraceReader) -> ExitCode) -> ExitCode {
         forEach(ctx) { path, opened in

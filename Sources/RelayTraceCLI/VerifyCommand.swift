@@ -44,7 +44,7 @@ enum VerifyCommand {
             case .failure(let error):
                 // Already reported on stderr by the opening.
                 let code = RelayTraceCommand.exitCode(for: error)
-                outcome = Outcome(status: code == .dataError ? "damaged" : "unreadable", code: code, problem: error.description)
+                outcome = Outcome(status: Self.status(code), code: code, problem: error.description)
             }
             if jsonl {
                 let row: JSONValue = [
@@ -64,6 +64,10 @@ enum VerifyCommand {
         }
     }
 
+    /// The status of a trace that could not be read for an error with exit code `code`: `damaged` (65:
+    /// the data is wrong) or `unreadable` (66, 74: the file could not be opened or read).
+    static func status(_ code: ExitCode) -> String { code == .dataError ? "damaged" : "unreadable" }
+
     /// Reads `reader` to its end checking every checksum, then the index, the trailer and the dropped
     /// notices against the trailer's count.
     static func verify(_ reader: TraceReader, path: String, allowIncomplete: Bool) -> Outcome {
@@ -80,7 +84,8 @@ enum VerifyCommand {
                 noticed = noticed.addingReportingOverflow(notice.count).overflow ? .max : noticed + notice.count
             }
         } catch {
-            return Outcome(status: "damaged", code: RelayTraceCommand.exitCode(for: error), records: records, chunks: reader.statistics.chunksDecoded,
+            let code = RelayTraceCommand.exitCode(for: error)
+            return Outcome(status: Self.status(code), code: code, records: records, chunks: reader.statistics.chunksDecoded,
                            problem: "\(path): verification failed: \(error.description)",
                            detail: "  \(records) records before the problem are intact; 'relaytrace frames' reads them.")
         }
