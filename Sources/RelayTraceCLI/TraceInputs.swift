@@ -10,9 +10,10 @@ import Trace
 /// The traces of a command that reads many (`export`, `stats`, `check`, `verify`): its FILE arguments in
 /// order, a directory standing for its `*.rtrace` files sorted by name (not recursive). Each trace is
 /// read on its own and its result streamed before the next is opened, so a fleet of any size is read in
-/// the memory of one trace. A trace that cannot be opened (or a directory that cannot be listed or holds
-/// no trace) is reported on stderr with its name and the others are still read; the command exits with
-/// the worst (largest) exit code of all its traces (docs/CLI.md, "Many traces").
+/// the memory of one trace (and of the list of a directory's names). A trace that cannot be opened (or a
+/// directory that cannot be listed or holds no trace) is reported on stderr with its name and the others
+/// are still read; the command exits with the worst (largest) exit code of all its traces (docs/CLI.md,
+/// "Many traces").
 struct TraceInputs {
     /// The FILE arguments as given.
     let arguments: [String]
