@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fleets of traces (issue 21): writes N simulated traces with a `simulate` loop (every relay scenario
-# in turn, seed = its number; some with an invalidResume loop or a background pause added by a fault
+# in turn, seed = its number + 1; some with an invalidResume loop or a background pause added by a fault
 # script), exports them with ONE `relaytrace export --format jsonl` (peak RSS by /usr/bin/time -v,
 # also for the first 10 traces alone: constant memory), then runs the three queries of
 # tools/fleet_queries.py in DuckDB and in Spark local mode and checks that they agree, that exactly
