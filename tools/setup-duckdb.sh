@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes the project venv `.venv` (if another set-up step has not) and installs DuckDB's Python package
-# into it, for the test that reads `relaytrace export --format jsonl` with read_json_auto.
+# into it, for the tests that read `relaytrace export --format jsonl` (read_json_auto, the typed schema of
+# docs/schema/, the DuckDB half of tools/fleet_queries.py).
 # Idempotent: when duckdb already imports it prints nothing and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -48,10 +48,14 @@ public func unixNanoseconds(rfc3339 text: String) -> Int64? {
     return secs * 1_000_000_000 + frac
 }
 
-/// RFC 3339 UTC text with milliseconds for Unix nanoseconds.
-public func rfc3339(unixNanoseconds ns: Int64) -> String {
+/// RFC 3339 UTC text for Unix nanoseconds with `fractionDigits` digits of the second (1 to 9; the
+/// default 3 is milliseconds), truncated, not rounded.
+public func rfc3339(unixNanoseconds ns: Int64, fractionDigits: Int = 3) -> String {
     let secs = ns >= 0 ? ns / 1_000_000_000 : (ns - 999_999_999) / 1_000_000_000
-    let ms = (ns - secs * 1_000_000_000) / 1_000_000
+    let digits = min(9, max(1, fractionDigits))
+    var scale: Int64 = 1
+    for _ in digits..<9 { scale *= 10 }
+    let fraction = (ns - secs * 1_000_000_000) / scale
     let days = Int(secs >= 0 ? secs / 86400 : (secs - 86399) / 86400)
     let rem = Int(secs - Int64(days) * 86400)
     let z = days + 719468
@@ -64,7 +68,7 @@ public func rfc3339(unixNanoseconds ns: Int64) -> String {
     let m = mp < 10 ? mp + 3 : mp - 9
     let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
     func p(_ v: Int, _ w: Int) -> String { let s = String(v); return String(repeating: "0", count: max(0, w - s.count)) + s }
-    return "\(p(y, 4))-\(p(m, 2))-\(p(d, 2))T\(p(rem / 3600, 2)):\(p(rem / 60 % 60, 2)):\(p(rem % 60, 2)).\(p(Int(ms), 3))Z"
+    return "\(p(y, 4))-\(p(m, 2))-\(p(d, 2))T\(p(rem / 3600, 2)):\(p(rem / 60 % 60, 2)):\(p(rem % 60, 2)).\(p(Int(fraction), digits))Z"
 }
 
 /// Writes a pcapng file (little-endian) of a trace's sockets: one interface per transport generation

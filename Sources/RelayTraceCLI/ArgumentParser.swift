@@ -69,6 +69,9 @@ struct ArgumentSpec: Sendable {
     var name: String
     var help: String
     var optional = false
+    /// Whether the argument takes every remaining positional (`<file> ...`); only the last argument may.
+    /// Its values are ``ParsedArguments/positionalList(_:)``; ``ParsedArguments/positionals`` holds the first.
+    var variadic = false
 }
 
 /// A command: its help text, its arguments and options, and either subcommands or a body.
@@ -86,7 +89,10 @@ struct CommandSpec: Sendable {
 
 /// What the parser found.
 struct ParsedArguments: Sendable {
+    /// Each positional argument's value (a variadic one's first value).
     var positionals: [String: String] = [:]
+    /// Every value of a variadic positional argument, in order.
+    var positionalLists: [String: [String]] = [:]
     /// Each option's value: the last one given, or its default.
     var values: [String: String] = [:]
     var flags: Set<String> = []
@@ -98,6 +104,8 @@ struct ParsedArguments: Sendable {
     /// Every value given for an option, in order; its default alone when none was given; empty when
     /// it has neither. A repeatable option's values: `--break a --break b` is `["a", "b"]`.
     func array(_ long: String) -> [String] { lists[long] ?? values[long].map { [$0] } ?? [] }
+    /// Every value of a positional argument: a variadic one's values in order, another's one value.
+    func positionalList(_ name: String) -> [String] { positionalLists[name] ?? positionals[name].map { [$0] } ?? [] }
     /// Whether a flag was given.
     func flag(_ long: String) -> Bool { flags.contains(long) }
     /// A positive duration option (`--for 10m`): nil when absent; a `UsageError` naming the option and
@@ -194,11 +202,12 @@ extension CommandSpec {
         for (k, spec) in arguments.enumerated() {
             if k < positionals.count {
                 parsed.positionals[spec.name] = positionals[k]
+                if spec.variadic { parsed.positionalLists[spec.name] = Array(positionals[k...]) }
             } else if !spec.optional {
                 throw UsageError(message: "Missing expected argument '<\(spec.name)>'", commandPath: path)
             }
         }
-        if positionals.count > arguments.count {
+        if arguments.last?.variadic != true, positionals.count > arguments.count {
             throw UsageError(message: "Unexpected argument '\(positionals[arguments.count])'", commandPath: path)
         }
         try check(parsed, path: path)
@@ -235,7 +244,10 @@ extension CommandSpec {
     func usage(path: [String]) -> String {
         var parts = [path.joined(separator: " ")]
         if !subcommands.isEmpty { parts.append("<subcommand>") }
-        for a in arguments { parts.append(a.optional ? "[<\(a.name)>]" : "<\(a.name)>") }
+        for a in arguments {
+            let shown = "<\(a.name)>" + (a.variadic ? " ..." : "")
+            parts.append(a.optional ? "[\(shown)]" : shown)
+        }
         for o in options {
             if let v = o.valueName { parts.append("[--\(o.long) <\(v)>\(o.repeatable ? " ..." : "")]") } else { parts.append("[--\(o.long)]") }
         }

@@ -175,31 +175,51 @@ extension String {
 enum StatsCommand {
     static let spec = CommandSpec(
         name: "stats",
-        abstract: "Counts, bytes, RPC latencies, generations, reconnects, leases and heartbeat jitter of a trace.",
-        discussion: "Counts and bytes per record kind, message type and event type; RPC latency p50/p90/p99/max per method; per generation: open, registered, closed and why, duration; reconnects; lease renewals, late renewals (> 25 s) and gaps (> 40 s); heartbeat spacing and jitter (standard deviation). Exits 65 on a damaged trace after printing the figures of what could be read.",
-        arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
-        options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text or json.", allowed: ["text", "json"], defaultValue: "text")] + windowOptions,
+        abstract: "Counts, bytes, RPC latencies, generations, reconnects, leases and heartbeat jitter of traces.",
+        discussion: "Counts and bytes per record kind, message type and event type; RPC latency p50/p90/p99/max per method; per generation: open, registered, closed and why, duration; reconnects; lease renewals, late renewals (> 25 s) and gaps (> 40 s); heartbeat spacing and jitter (standard deviation). Several FILEs or directories: each trace's figures under a '==> FILE <==' heading (text), one JSON array (json), or one row per trace (jsonl: the json object with trace, traceId, start, complete and error; docs/COLUMNS.md). Exits 65 on a damaged trace after printing the figures of what could be read; with several traces, the worst exit code of all.",
+        arguments: [TraceInputs.argument()],
+        options: [OptionSpec(long: "format", valueName: "format", help: "Output format: text, json or jsonl (one row per trace).", allowed: ["text", "json", "jsonl"], defaultValue: "text")] + windowOptions,
         run: { args, ctx in run(args, ctx) })
 
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let w: (since: Moment?, until: Moment?)
-        do { w = try window(args, "stats") } catch { return RelayTraceCommand.usageError(error, ctx) }
-        let reader: TraceReader
-        do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
+        let inputs: TraceInputs
+        do {
+            w = try window(args, "stats")
+            inputs = try TraceInputs(args, command: "stats")
+        } catch { return RelayTraceCommand.usageError(error, ctx) }
+        var output = PerTraceOutput(format: args.value("format") ?? "text", isMany: inputs.isMany)
+        let worst = inputs.forEachOpened(ctx) { file, reader in
+            let (stats, error) = figures(reader, since: w.since, until: w.until)
+            let columns = TraceColumns(file: file, reader: reader)
+            output.add(columns, rows: {
+                guard case .object(var o) = stats.json else { return [] }
+                o["start"] = columns.ts(.zero)
+                o["complete"] = .bool(reader.isComplete)
+                o["error"] = error.map { .string($0.description) } ?? .null
+                return [.object(o)]
+            }, json: { stats.json }, text: { stats.text }, ctx.stdout)
+            return finishReading(reader, path: file, error: error, ctx) ?? .success
+        }
+        output.finish(ctx.stdout)
+        return worst
+    }
+
+    /// The figures of one trace (within the window), and the error that cut them short.
+    static func figures(_ reader: TraceReader, since: Moment?, until: Moment?) -> (TraceStats, TraceError?) {
         var stats = TraceStats()
         let error: TraceError?
         if RelayTraceCommand.scanWorkers == 0 {
-            error = readAll(reader, label: "stats", since: w.since, until: w.until) { stats.add($0); return true }
+            error = readAll(reader, label: "stats", since: since, until: until) { stats.add($0); return true }
         } else {
             let progress = Progress("stats", totalBytes: reader.source.size)
-            (stats, error) = TraceStats.read(reader, since: w.since, until: w.until, workers: RelayTraceCommand.scanWorkers) {
+            (stats, error) = TraceStats.read(reader, since: since, until: until, workers: RelayTraceCommand.scanWorkers) {
                 progress.report(records: $0, bytes: reader.statistics.bytesRead)
             }
             progress.done()
         }
         stats.finish()
-        if args.value("format") == "json" { ctx.stdout.line(stats.json.prettyText()) } else { ctx.stdout.write(stats.text) }
-        return finishReading(reader, path: args.positionals["file"] ?? "", error: error, ctx) ?? .success
+        return (stats, error)
     }
 }
 
@@ -301,9 +321,9 @@ enum DiffCommand {
 enum ExportCommand {
     static let spec = CommandSpec(
         name: "export",
-        abstract: "Export a trace as pcapng (Wireshark/tshark), HAR (Chrome DevTools), JSONL (DuckDB, jq) or Chrome trace-event JSON.",
-        discussion: "pcapng: one interface per transport generation named gen<N> (tshark: frame.interface_name == \"gen2\"), link type 252 exported PDUs for the websocket dissector (tshark -o websocket.text_type:\"As JSON\"). har: one entry per socket (transport generation) with _resourceType websocket and _webSocketMessages, the shape Chrome DevTools' HAR importer reads. jsonl: the 'frames --format jsonl' lines. chrome-trace: tracks per generation, slices for RPCs, async spans for leases (chrome://tracing, ui.perfetto.dev). Shows a progress line on a terminal.",
-        arguments: [ArgumentSpec(name: "file", help: "The trace file ('-' for stdin).")],
+        abstract: "Export traces as JSONL (DuckDB, Spark, jq: many traces in one table), or one trace as pcapng (Wireshark/tshark), HAR (Chrome DevTools) or Chrome trace-event JSON.",
+        discussion: "jsonl: one JSON object per record, the lines of 'frames --format jsonl' with the columns trace (the file), traceId (its header's identity), ts (wall-clock time, ISO 8601) and payload (the payload's JSON as a string); several FILEs and directories make one table, read one trace after another in constant memory (docs/COLUMNS.md: every column, its type, and DuckDB and Spark schemas). pcapng: one interface per transport generation named gen<N> (tshark: frame.interface_name == \"gen2\"), link type 252 exported PDUs for the websocket dissector (tshark -o websocket.text_type:\"As JSON\"). har: one entry per socket (transport generation) with _resourceType websocket and _webSocketMessages, the shape Chrome DevTools' HAR importer reads. chrome-trace: tracks per generation, slices for RPCs, async spans for leases (chrome://tracing, ui.perfetto.dev). pcapng, har and chrome-trace take one trace (several are a usage error, exit 64). With several traces a trace that cannot be read is reported and the others exported; the exit code is the worst of all. Shows a progress line on a terminal.",
+        arguments: [TraceInputs.argument("The trace files (several only with jsonl)")],
         options: [
             OptionSpec(long: "format", valueName: "format", help: "pcapng, har, jsonl or chrome-trace.", allowed: ["pcapng", "har", "jsonl", "chrome-trace"]),
             OptionSpec(long: "output", short: "o", valueName: "out", help: "The output file ('-' for stdout)."),
@@ -320,7 +340,15 @@ enum ExportCommand {
             return RelayTraceCommand.usageError(UsageError(message: "Missing expected option '-o <out>'", commandPath: path), ctx)
         }
         let w: (since: Moment?, until: Moment?)
-        do { w = try window(args, "export") } catch { return RelayTraceCommand.usageError(error, ctx) }
+        let inputs: TraceInputs
+        do {
+            w = try window(args, "export")
+            inputs = try TraceInputs(args, command: "export")
+        } catch { return RelayTraceCommand.usageError(error, ctx) }
+        if format == "jsonl" { return jsonl(inputs, outPath: outPath, window: w, args, ctx) }
+        if inputs.isMany {
+            return RelayTraceCommand.usageError(UsageError(message: "--format \(format) writes one trace's file; give one trace (--format jsonl exports many into one table)", commandPath: path), ctx)
+        }
         let reader: TraceReader
         do { reader = try RelayTraceCommand.openTrace(args.positionals["file"] ?? "", ctx) } catch { return error }
         guard let out = openOutput(outPath, force: args.flag("force"), ctx) else { return .ioError }
@@ -340,20 +368,10 @@ enum ExportCommand {
             count = doc["log"]?["entries"]?.arrayValue?.count ?? 0
             out.write(doc.prettyText())
             out.write("\n")
-        case "chrome-trace":
+        default:
             var x = ChromeTraceExporter { out.write(bytes: $0) }
             error = readAll(reader, label: "export", since: w.since, until: w.until) { x.add($0); count += 1; return !out.isBroken }
             x.finish()
-        default:
-            var c = RpcCorrelator()
-            error = readAll(reader, label: "export", since: w.since, until: w.until) { r in
-                var rec = r
-                c.correlate(&rec)
-                out.write(bytes: rec.jsonLine.serialized())
-                out.write("\n")
-                count += 1
-                return !out.isBroken
-            }
         }
         let code = finishOutput(out, ctx)
         if code != .success { return code }
@@ -363,6 +381,45 @@ enum ExportCommand {
             ctx.stderr.line("wrote \(outPath): \(count) \(unit)")
         }
         return .success
+    }
+
+    /// `--format jsonl`: every trace's rows (``InspectedRecord/exportLine(_:)``, RPCs correlated within
+    /// their trace) into one output, opened when the first trace opens (no trace: no file).
+    static func jsonl(_ inputs: TraceInputs, outPath: String, window w: (since: Moment?, until: Moment?), _ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
+        var out: Output?
+        var count = 0
+        var traces = 0
+        var failedOutput = false
+        let worst = inputs.forEachOpened(ctx) { file, reader in
+            if failedOutput || out?.isBroken == true { return .ioError }
+            if out == nil {
+                out = openOutput(outPath, force: args.flag("force"), ctx)
+                if out == nil { failedOutput = true; return .ioError }
+            }
+            guard let o = out else { return .ioError }
+            let columns = TraceColumns(file: file, reader: reader)
+            var c = RpcCorrelator()
+            let error = readAll(reader, label: "export", since: w.since, until: w.until) { r in
+                var rec = r
+                c.correlate(&rec)
+                o.write(bytes: rec.exportLine(columns).serialized())
+                o.write("\n")
+                count += 1
+                return !o.isBroken
+            }
+            traces += 1
+            if o.isBroken { return .success }  // reported when the output is finished
+            return finishReading(reader, path: file, error: error, ctx) ?? .success
+        }
+        if let out {
+            let code = finishOutput(out, ctx)
+            if code != .success { return code }
+            // One trace: said only when it was read to its end, as always; many: also after a failure.
+            if outPath != "-", inputs.isMany || worst == .success {
+                ctx.stderr.line("wrote \(outPath): \(count) records" + (inputs.isMany ? " from \(traces) traces" : ""))
+            }
+        }
+        return worst
     }
 }
 

@@ -95,17 +95,25 @@ public enum RelayTraceCommand {
     /// other I/O 74, not a trace / damaged header 65.
     static func openTrace(_ path: String, _ ctx: CLIContext, salvage: Bool = false) throws(ExitCode) -> TraceReader {
         do throws(TraceError) {
-            if path == "-" {
-                let spooled = try StdinSpool.spool()
-                defer { unlink(spooled) }  // the open descriptor keeps the data until exit
-                return try TraceReader(path: spooled, options: .init(salvage: salvage))
-            }
-            return try TraceReader(path: path, options: .init(salvage: salvage))
+            return try openTraceFile(path, salvage: salvage)
         } catch {
-            ctx.stderr.line("Error: " + about(path, error.description))
+            ctx.stderr.line(openFailure(path, error))
             throw exitCode(for: error)
         }
     }
+
+    /// Opens a trace (`-` spools stdin), throwing the reader's error.
+    static func openTraceFile(_ path: String, salvage: Bool = false) throws(TraceError) -> TraceReader {
+        if path == "-" {
+            let spooled = try StdinSpool.spool()
+            defer { unlink(spooled) }  // the open descriptor keeps the data until exit
+            return try TraceReader(path: spooled, options: .init(salvage: salvage))
+        }
+        return try TraceReader(path: path, options: .init(salvage: salvage))
+    }
+
+    /// The message for a trace that could not be opened: `Error: FILE: why`.
+    static func openFailure(_ path: String, _ error: TraceError) -> String { "Error: " + about(path, error.description) }
 
     /// `message` naming the file it is about: `FILE: message`, unless the message names it already
     /// (`-` is `stdin`).

@@ -64,11 +64,7 @@ public struct Redactor: Sendable, Hashable {
     }
 
     /// A short public name of the key: the first 4 bytes of SHA-256(key), hex.
-    public var keyID: String {
-        var digest = [UInt8](repeating: 0, count: 32)
-        key.withUnsafeBufferPointer { k in _ = SHA256(k.baseAddress, k.count, &digest) }
-        return hexString(digest.prefix(4))
-    }
+    public var keyID: String { sha256Hex(key, bytes: 4) }
 
     /// The placeholder for `secret`: `rt:redacted:<16 hex of HMAC-SHA256(key, secret)>`.
     public func placeholder(for secret: String) -> String {

@@ -138,8 +138,13 @@ func leaveAsKilled(_ w: TraceWriter, _ path: String) throws {
         let r = try relaytrace([command, "/nonexistent/trace.rtrace"])
         #expect(r.status == 66)
         #expect(r.stderr.contains("No such file or directory"))
-        let d = try relaytrace([command, FileManager.default.temporaryDirectory.path])
+        // A directory: not a trace for info and frames; verify takes its *.rtrace files, and it holds none.
+        let dir = tempPath("d")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let d = try relaytrace([command, dir])
         #expect(d.status == 66)
+        if command == "verify" { #expect(d.stderr == "Error: the directory \(dir) holds no .rtrace file\n") }
     }
 
     @Test func infoText() throws {

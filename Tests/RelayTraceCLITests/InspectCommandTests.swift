@@ -293,8 +293,27 @@ func corruptCopy(_ path: String) throws -> String {
         let j = try relaytrace(["export", path, "--format", "jsonl", "-o", outs[0]])
         #expect(j.status == 0, "\(j.stderr)")
         #expect(j.stderr == "wrote \(outs[0]): \(relayTraceRecordCount) records\n")
-        let frames = try relaytrace(["frames", path, "--format", "jsonl"])
-        #expect(try String(contentsOfFile: outs[0], encoding: .utf8) == frames.stdout)
+        // The lines of frames --format jsonl with the trace's columns, ts and payload (docs/COLUMNS.md).
+        let frames = try jsonLines(try relaytrace(["frames", path, "--format", "jsonl"]).stdout)
+        let rows = try jsonLines(try String(contentsOfFile: outs[0], encoding: .utf8))
+        #expect(rows.count == frames.count)
+        let traceId = try TraceReader(path: path).identity
+        for (row, frame) in zip(rows, frames) {
+            guard case .object(var o) = row else { Issue.record("not an object: \(row)"); continue }
+            #expect(o.removeValue(forKey: "trace") == .string(path))
+            #expect(o.removeValue(forKey: "traceId") == .string(traceId))
+            let t = try #require(frame["t"]?.doubleValue)
+            let ts = try #require(o.removeValue(forKey: "ts")?.stringValue)
+            #expect(unixNanoseconds(rfc3339: ts) == unixNanoseconds(rfc3339: "2026-01-15T10:00:00Z")! + Int64((t * 1e6).rounded()) * 1000, "\(ts) for t \(t)")
+            let payload = o.removeValue(forKey: "payload")
+            if let json = frame["json"] {
+                #expect(try payload?.stringValue.map { try JSONValue(parsing: $0) } == json)
+            } else {
+                #expect(payload == .null)
+            }
+            #expect(JSONValue.object(o) == frame)
+        }
+        #expect(rows[5]["ts"] == "2026-01-15T10:00:02.000000Z" && rows[5]["type"] == "rpc.request")
 
         #expect(try relaytrace(["export", path, "--format", "har", "-o", outs[1]]).status == 0)
         let har = try JSONValue(parsing: String(contentsOfFile: outs[1], encoding: .utf8))
