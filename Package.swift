@@ -10,7 +10,7 @@ import PackageDescription
 /// tools/bench-start.sh measures against.
 let staticBinary: [LinkerSetting] =
     ProcessInfo.processInfo.environment["RELAYTRACE_DYNAMIC_LINK"] == "1" ? [] :
-    [.unsafeFlags(["-static-stdlib", "-Xclang-linker", "-no-pie"], .when(platforms: [.linux]))]
+    [.unsafeFlags(["-static-stdlib", "-Xclang-linker", "-no-pie", "-use-ld=lld"], .when(platforms: [.linux]))]
     + ["CoreFoundation", "_FoundationCollections", "_FoundationCShims", "_FoundationICU"].map { .linkedLibrary($0, .when(platforms: [.linux])) }
 
 let strict: [SwiftSetting] = [
@@ -65,7 +65,9 @@ let package = Package(
         // Test harness for the machine: virtual time, feed inputs, take actions, finish.
         .target(name: "RelayTestSupport", dependencies: ["RelayClient", "RelayProtocol"], swiftSettings: strict),
         // Trace file: records, chunked zstd writer/reader, index, redaction.
-        .target(name: "Trace", dependencies: ["CZstd", "COpenSSL", "RelayProtocol"], swiftSettings: strict),
+        // The project's one lock: Synchronization.Mutex, visible to ThreadSanitizer (tools/sanitize.sh).
+        .target(name: "Sync", swiftSettings: strict),
+        .target(name: "Trace", dependencies: ["Sync", "CZstd", "COpenSSL", "RelayProtocol"], swiftSettings: strict),
         // The development relay and a simulated desktop, sans-IO (PROTOCOL.md behaviour), with fault scripts.
         .target(name: "DevRelay", dependencies: ["RelayProtocol", "COpenSSL"], swiftSettings: strict),
         // The sans-IO watch <-> phone command and snapshot channels (SPEC Part C).
@@ -96,7 +98,7 @@ let package = Package(
         .target(name: "Simulation", dependencies: ["Capture", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "OfflineQueue"], swiftSettings: strict),
         // Trace analyses for the inspection commands: filters, RPC correlation, stats, timeline, diff,
         // exporters (pcapng, HAR, chrome trace), secrets lint.
-        .target(name: "Inspect", dependencies: ["Trace", "RelayProtocol"], swiftSettings: strict),
+        .target(name: "Inspect", dependencies: ["Sync", "Trace", "RelayProtocol"], swiftSettings: strict),
         // `relaytrace check`: the SPEC's rules that can be seen on the wire, judged on any trace (machine or
         // wire); stated from the SPEC, never from the client machine (no dependency on RelayClient).
         .target(name: "SpecCheck", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
@@ -104,19 +106,19 @@ let package = Package(
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol", "WireReplay", "SpecCheck"], swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
-        .target(name: "Runtime", dependencies: ["Net", "WebSocket", "WireRecording", "WireReplay", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
+        .target(name: "Runtime", dependencies: ["Sync", "Net", "WebSocket", "WireRecording", "WireReplay", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
         // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
         .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay", "WireReplay", "Runtime", "Trace"], swiftSettings: strict),
         // POSIX TCP, OpenSSL TLS, epoll event loops with a WebSocket server and client connections on them,
         // and the blocking WebSocket client, all over the sans-IO codec.
-        .target(name: "Net", dependencies: ["WebSocket", "COpenSSL", "CEpoll"], swiftSettings: strict),
+        .target(name: "Net", dependencies: ["Sync", "WebSocket", "COpenSSL", "CEpoll"], swiftSettings: strict),
         // The trace viewer (`relaytrace view`, `timeline --html`): the page (HTML, CSS, JavaScript compiled
         // in), its JSON API over the trace's index, and a small loopback HTTP/1.1 server.
-        .target(name: "Viewer", dependencies: ["Inspect", "Trace", "RelayProtocol", "Net"], swiftSettings: strict),
+        .target(name: "Viewer", dependencies: ["Sync", "Inspect", "Trace", "RelayProtocol", "Net"], swiftSettings: strict),
         // The command-line interface; `relaytrace` is a two-line main.
-        .target(name: "RelayTraceCLI", dependencies: ["Viewer", "LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "WireReplay", "SpecCheck"], swiftSettings: strict),
+        .target(name: "RelayTraceCLI", dependencies: ["Sync", "Viewer", "LinkQR", "Trace", "RelayProtocol", "RelayClient", "Capture", "Simulation", "DevRelay", "Inspect", "Replay", "Runtime", "Net", "WatchSimulation", "WatchReplay", "WireRecording", "Proxy", "WireReplay", "SpecCheck"], swiftSettings: strict),
         .executableTarget(
             name: "relaytrace", dependencies: ["RelayTraceCLI"], swiftSettings: strict,
             // Linux: the Swift runtime and Foundation linked in statically (with the libraries the shared
@@ -140,23 +142,23 @@ let package = Package(
 
         .testTarget(name: "RelayProtocolTests", dependencies: ["RelayProtocol"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RelayClientTests", dependencies: ["RelayClient", "RelayTestSupport", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "TraceTests", dependencies: ["Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "RelayTraceCLITests", dependencies: ["RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
+        .testTarget(name: "TraceTests", dependencies: ["Sync", "Trace", "CZstd", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "RelayTraceCLITests", dependencies: ["Sync", "RelayTraceCLI", "Trace", "RelayProtocol", "Inspect"], swiftSettings: strict),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "ViewerTests", dependencies: ["Viewer", "Inspect", "Trace", "RelayProtocol", "Net"], swiftSettings: strict),
-        .testTarget(name: "RuntimeTests", dependencies: ["Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "Proxy", "WireRecording"], swiftSettings: strict),
-        .testTarget(name: "ReplayTests", dependencies: ["Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "Net", "WebSocket", "Runtime", "WireRecording", "WireReplay"], swiftSettings: strict),
+        .testTarget(name: "RuntimeTests", dependencies: ["Sync", "Runtime", "Net", "Capture", "Replay", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "Proxy", "WireRecording"], swiftSettings: strict),
+        .testTarget(name: "ReplayTests", dependencies: ["Sync", "Replay", "ReplayTesting", "Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "Net", "WebSocket", "Runtime", "WireRecording", "WireReplay"], swiftSettings: strict),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "RelayClient", "RelayTestSupport", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "Capture", "RelayClient", "Trace", "RelayProtocol", "DevRelay", "OfflineQueue", "Replay"], swiftSettings: strict),
         .testTarget(name: "DevRelayTests", dependencies: ["DevRelay", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WebSocketTests", dependencies: ["WebSocket"], swiftSettings: strict),
         .testTarget(name: "WatchLinkTests", dependencies: ["WatchLink", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "NetTests", dependencies: ["Net", "WebSocket"], swiftSettings: strict),
+        .testTarget(name: "NetTests", dependencies: ["Sync", "Net", "WebSocket"], swiftSettings: strict),
         .testTarget(name: "WatchCaptureTests", dependencies: ["WatchCapture", "WatchLink", "WatchNet", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchSimulationTests", dependencies: ["WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "WatchReplayTests", dependencies: ["WatchReplay", "Replay", "ReplayTesting", "WatchSimulation", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "WireRecordingTests", dependencies: ["WireRecording", "Proxy", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
-        .testTarget(name: "WireReplayTests", dependencies: ["WireReplay", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WireRecordingTests", dependencies: ["Sync", "WireRecording", "Proxy", "Net", "WebSocket", "Runtime", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .testTarget(name: "WireReplayTests", dependencies: ["Sync", "WireReplay", "WireRecording", "Trace", "RelayProtocol"], swiftSettings: strict),
         .testTarget(name: "LinkQRTests", dependencies: ["LinkQR"], swiftSettings: strict),
         .testTarget(name: "OfflineQueueTests", dependencies: ["OfflineQueue", "CSQLite"], swiftSettings: strict),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], swiftSettings: strict),

@@ -28,12 +28,16 @@ status=0
 for s in "${sanitizers[@]}"; do
     path=.build/sanitize-$s
     log=.build/sanitize-$s.log
+    # Under ThreadSanitizer `Locked` (Sources/Sync) annotates its lock: the standard library's Mutex is
+    # invisible to it on Linux, and every access it protects would be reported.
+    flags=(-Xswiftc -warnings-as-errors)
+    [ "$s" = thread ] && flags+=(-Xswiftc -DRELAYTRACE_TSAN)
     echo "sanitize: building the tests with --sanitize=$s into $path" >&2
-    swift build --build-tests --build-path "$path" --sanitize="$s" -Xswiftc -warnings-as-errors 2>&1 \
+    swift build --build-tests --build-path "$path" --sanitize="$s" "${flags[@]}" 2>&1 \
         | grep -v "Cannot export local symbol" | tail -3 >&2
     echo "sanitize: running the tests under $s (log $log)" >&2
     set +e
-    swift test --skip-build --build-path "$path" --sanitize="$s" --parallel "$@" >"$log" 2>&1
+    swift test --skip-build --build-path "$path" --sanitize="$s" "${flags[@]}" --parallel "$@" >"$log" 2>&1
     tests=$?
     set -e
     case "$s" in

@@ -1,6 +1,7 @@
 public import RelayProtocol
 import Synchronization
 public import Trace
+import Sync
 
 /// A trace record with what the inspection commands derive from it: the parsed JSON payload, the relay
 /// message type and its salient fields, the decoded PTC1 frame, and (after `RpcCorrelator`) the
@@ -320,8 +321,8 @@ private enum Derived: Sendable {
 /// first asked for (nil when it is not one).
 private final class DeferredPayload: Sendable {
     private let bytes: [UInt8]
-    private let jsonCache = Mutex<JSONValue??>(nil)
-    private let terminalCache = Mutex<TerminalFrame??>(nil)
+    private let jsonCache = Locked<JSONValue??>(nil)
+    private let terminalCache = Locked<TerminalFrame??>(nil)
 
     init(_ bytes: [UInt8]) { self.bytes = bytes }
 

@@ -1,6 +1,7 @@
 import CEpoll
 import Glibc
 import Synchronization
+import Sync
 
 /// Something registered with an ``EventLoop`` for readiness of one descriptor. Called on the loop only.
 protocol LoopReadiness: AnyObject {
@@ -62,9 +63,9 @@ public final class EventLoop: @unchecked Sendable {
     public let name: String
     private let epfd: Int32
     private let wakefd: Int32
-    private let inbox = Mutex(Inbox())
+    private let inbox = Locked(Inbox())
     private let threadID = Atomic<UInt>(0)
-    private let thread = Mutex<NetThread?>(nil)
+    private let thread = Locked<NetThread?>(nil)
     private let timerIDs = Atomic<UInt64>(0)
     /// The shared read buffer of every socket on this loop (the loop reads one socket at a time).
     let readBuffer: UnsafeMutableRawBufferPointer

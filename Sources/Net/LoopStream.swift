@@ -3,6 +3,7 @@ import COpenSSL
 import Dispatch
 import Glibc
 import Synchronization
+import Sync
 
 /// How much a ``LoopStream`` buffers before it pushes back, and the most it ever holds.
 ///
@@ -60,7 +61,7 @@ public final class LoopStream: @unchecked Sendable {
     public let loop: EventLoop
     /// Buffering limits.
     public let limits: LoopBufferLimits
-    private let address = Mutex<SocketAddress?>(nil)
+    private let address = Locked<SocketAddress?>(nil)
 
     private enum State {
         /// Connecting (the next address, then TLS).
@@ -708,7 +709,7 @@ public final class LoopStreamServer: Sendable {
 
     private let ownsGroup: Bool
     private let acceptor: Acceptor
-    private let streams = LockedBox<[ObjectIdentifier: LoopStream]>([:])
+    private let streams = Locked<[ObjectIdentifier: LoopStream]>([:])
     private let stopped = Atomic<Bool>(false)
 
     /// Binds `host:port` (0: an ephemeral port) and starts accepting.
@@ -749,7 +750,7 @@ public final class LoopStreamServer: Sendable {
         }
         let acceptor = self.acceptor
         let started = DispatchSemaphore(value: 0)
-        let failure = LockedBox<NetError?>(nil)
+        let failure = Locked<NetError?>(nil)
         acceptor.loop.execute {
             do throws(NetError) { try acceptor.start() } catch { failure.withLock { $0 = error } }
             started.signal()
@@ -843,9 +844,3 @@ private final class Acceptor: LoopReadiness, @unchecked Sendable {
     }
 }
 
-/// A value behind a mutex, in a class so closures can share it.
-final class LockedBox<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R: Sendable>(_ body: (inout sending Value) -> sending R) -> R { mutex.withLock(body) }
-}

@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import Sync
 
 /// A numeric socket address: `127.0.0.1:8080` or `[::1]:8080`.
 public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
@@ -213,7 +214,7 @@ public final class TCPStream: ByteStream {
     public let remoteAddress: SocketAddress
 
     private let isClosed = Atomic<Bool>(false)
-    private let writeLock = Mutex<Void>(())
+    private let writeLock = Locked<Void>(())
 
     init(descriptor: Int32) {
         self.descriptor = descriptor

@@ -1,6 +1,7 @@
 import COpenSSL
 import Glibc
 import Synchronization
+import Sync
 
 /// How a TLS client checks the server (`wss`). Verification is on by default.
 public struct TLSClientConfiguration: Hashable, Sendable {
@@ -74,7 +75,7 @@ private func makeContext(server: Bool, operation: String) throws(NetError) -> Op
 /// accepted connection.
 public final class TLSServerContext: Sendable {
     /// The `SSL_CTX`; OpenSSL allows `SSL_new` from many threads, the mutex makes that explicit.
-    private let context: Mutex<OpaquePointer>
+    private let context: Locked<OpaquePointer>
 
     /// Loads a PEM certificate chain (server certificate first) and its PEM private key.
     /// - Throws: ``NetError`` `.tls` naming the file that could not be loaded or a key that does not
@@ -97,7 +98,7 @@ public final class TLSServerContext: Sendable {
             throw NetError(.tls, operation: operation,
                            "private key \(privateKeyFile) does not match certificate \(certificateFile): \(openSSLErrors())")
         }
-        context = Mutex(ctx)
+        context = Locked(ctx)
     }
 
     deinit {
@@ -219,8 +220,8 @@ func enablePartialWrites(_ ssl: OpaquePointer) {
 /// while waiting; so one thread can block reading while another writes (writers are serialised).
 public final class TLSStream: ByteStream {
     private let tcp: TCPStream
-    private let ssl: Mutex<OpaquePointer>
-    private let writeLock = Mutex<Void>(())
+    private let ssl: Locked<OpaquePointer>
+    private let writeLock = Locked<Void>(())
     private let isClosed = Atomic<Bool>(false)
 
     /// The peer's address.
@@ -228,7 +229,7 @@ public final class TLSStream: ByteStream {
 
     private init(tcp: TCPStream, ssl: sending OpaquePointer) {
         self.tcp = tcp
-        self.ssl = Mutex(ssl)
+        self.ssl = Locked(ssl)
     }
 
     deinit {

@@ -1,5 +1,6 @@
 public import WebSocket
 import Synchronization
+import Sync
 
 /// A blocking WebSocket connection after the opening handshake: a ``ByteStream`` driven through the
 /// sans-IO ``WebSocketConnection`` codec. Made by ``WebSocketClient/connect(url:headers:tls:timeout:configuration:closeTimeout:maskingKeys:)``
@@ -33,10 +34,10 @@ public final class WebSocketChannel: Sendable {
     /// Bound on each write (nil: no bound).
     public let writeTimeout: Duration?
 
-    private let codec: Mutex<WebSocketConnection>
-    private let writeLock = Mutex<Void>(())
-    private let reader: Mutex<ReaderState>
-    private let closeDeadline = Mutex<ContinuousClock.Instant?>(nil)
+    private let codec: Locked<WebSocketConnection>
+    private let writeLock = Locked<Void>(())
+    private let reader: Locked<ReaderState>
+    private let closeDeadline = Locked<ContinuousClock.Instant?>(nil)
     private let flushRequested = Atomic<Bool>(false)
     /// Set once the transport may go as soon as queued output is written (see ``closeWhenWritten()``).
     private let closeWhenFlushed = Atomic<Bool>(false)
@@ -52,8 +53,8 @@ public final class WebSocketChannel: Sendable {
         self.writeTimeout = writeTimeout
         var connection = WebSocketConnection(role: role, configuration: configuration, maskingKeys: maskingKeys)
         let events = initialBytes.isEmpty ? [] : connection.receive(initialBytes)
-        self.codec = Mutex(connection)
-        self.reader = Mutex(ReaderState(pending: events, buffer: [UInt8](repeating: 0, count: Self.readChunk)))
+        self.codec = Locked(connection)
+        self.reader = Locked(ReaderState(pending: events, buffer: [UInt8](repeating: 0, count: Self.readChunk)))
     }
 
     /// Where the connection is (open, closing after a close frame was sent, closed).

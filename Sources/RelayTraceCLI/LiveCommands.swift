@@ -12,6 +12,7 @@ import Runtime
 import Simulation
 import Trace
 import WireRecording
+import Sync
 
 /// `relaytrace relay`: the development relay, with simulated desktops, on a real socket.
 enum RelayCommand {
@@ -274,7 +275,7 @@ enum CaptureCommand {
             identity?.remove()
             if let database { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) } }
         }
-        let shownCode = Mutex<LinkCodeOffer?>(nil)
+        let shownCode = Locked<LinkCodeOffer?>(nil)
         var options: LiveClientOptions
         do {
             if let url = args.value("url") {
@@ -437,8 +438,8 @@ func waitForSignalOr(_ limit: Duration?, wakeUp: DispatchSemaphore? = nil) {
 /// that line comes first. A failed write is kept (`failure`; a closed pipe does not count) and later lines
 /// are dropped.
 final class LineWriter: Sendable {
-    private let state = Mutex<(held: Bool, pending: [String])>((true, []))
-    private let failed = Mutex<Int32?>(nil)
+    private let state = Locked<(held: Bool, pending: [String])>((true, []))
+    private let failed = Locked<Int32?>(nil)
     /// The descriptor written to: 1 (stdout) unless told otherwise.
     let descriptor: Int32
 

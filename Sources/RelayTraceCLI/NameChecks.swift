@@ -2,6 +2,7 @@ import Inspect
 import RelayProtocol
 import Synchronization
 import Trace
+import Sync
 
 /// The names a user types for message types, record kinds, event types and RPC methods (`frames
 /// --type/--event/--method`, `replay --break type=/event=/method=`), checked against the protocol's
@@ -50,7 +51,7 @@ enum NameCheck {
 /// Which filter values the records printed by `frames` held, to warn about a legal value that matched
 /// nothing (`--method session.get` on a trace without one). Safe to fill from any thread.
 final class FilterHits: Sendable {
-    private let seen = Mutex<(types: Set<String>, events: Set<String>, methods: Set<String>, ids: Set<String>, answered: Set<String>)>(([], [], [], [], []))
+    private let seen = Locked<(types: Set<String>, events: Set<String>, methods: Set<String>, ids: Set<String>, answered: Set<String>)>(([], [], [], [], []))
 
     /// Notes what a printed record holds.
     func note(_ rec: InspectedRecord) {

@@ -81,16 +81,16 @@ public final class LiveClient: Sendable {
     /// The options.
     public let options: LiveClientOptions
     private let start = ContinuousClock.now
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let done = DispatchSemaphoreBox()
-    private let loop = Mutex<EventLoop?>(nil)
+    private let loop = Locked<EventLoop?>(nil)
 
     /// A session with `options`; nothing happens until ``run(for:)``.
     public init(options: LiveClientOptions) {
         self.options = options
         var s = State(machine: RelayClientMachine(configuration: options.configuration))
         if let path = options.databasePath { s.store = try? OfflineQueueStore(path: path) }
-        state = Mutex(s)
+        state = Locked(s)
     }
 
     /// The current moment on the session clock.
@@ -303,3 +303,4 @@ final class DispatchSemaphoreBox: Sendable {
 }
 
 import Dispatch
+import Sync

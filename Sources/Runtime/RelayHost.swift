@@ -4,6 +4,7 @@ import RelayProtocol
 import Synchronization
 import WebSocket
 public import WireRecording
+import Sync
 
 /// The development relay behind a real server socket (`relaytrace relay`): any client (python, the iOS
 /// app in a simulator, `relaytrace capture`, a real desktop) can register, resume, call, receive events
@@ -106,7 +107,7 @@ final class RelayHostCore: Sendable {
 
     private let start = ContinuousClock.now
     /// Touched only on `loop` (the lock is never contended; it keeps the type plainly `Sendable`).
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let loop: EventLoop
     private let log: @Sendable (String) -> Void
     private let recorder: WireRecorder?
@@ -118,7 +119,7 @@ final class RelayHostCore: Sendable {
         self.log = log
         self.recorder = recorder
         self.onLinkCode = onLinkCode
-        state = Mutex(State(relay: DevRelay(configuration: configuration)))
+        state = Locked(State(relay: DevRelay(configuration: configuration)))
     }
 
     var now: Moment { Moment(nanoseconds: (ContinuousClock.now - start).nanoseconds) }

@@ -4,6 +4,7 @@ import Synchronization
 import WebSocket
 public import WireRecording
 public import WireReplay
+import Sync
 
 /// A recorded session's relay side served on a real socket (`relaytrace relay --replay`): the sans-IO
 /// ``ReplayingRelay`` runs on one serial loop (the first of a small ``EventLoopGroup``); the sockets are
@@ -89,7 +90,7 @@ final class ReplayHostCore: Sendable {
 
     private let start = ContinuousClock.now
     /// Touched on `loop`, and read by ``result`` from any thread.
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let loop: EventLoop
     private let recorder: WireRecorder?
     private let log: @Sendable (String) -> Void
@@ -98,7 +99,7 @@ final class ReplayHostCore: Sendable {
     init(loop: EventLoop, machine: ReplayingRelay, recorder: WireRecorder?, log: @escaping @Sendable (String) -> Void,
          onFinished: @escaping @Sendable () -> Void) {
         self.loop = loop
-        state = Mutex(State(machine: machine))
+        state = Locked(State(machine: machine))
         self.recorder = recorder
         self.log = log
         self.onFinished = onFinished

@@ -1,6 +1,7 @@
 import COpenSSL
 public import RelayProtocol
 import Synchronization
+import Sync
 
 /// What the writer does with secrets.
 public enum RedactionPolicy: String, Sendable, Hashable {
@@ -354,7 +355,7 @@ public struct Redactor: Sendable, Hashable {
 private final class PlaceholderMemo: Sendable {
     /// At most this many secrets are remembered (bounded memory on any input); later ones are computed.
     static let capacity = 1024
-    private let table = Mutex<[String: String]>([:])
+    private let table = Locked<[String: String]>([:])
 
     func lookup(_ secret: String) -> String? {
         table.withLock { $0[secret] }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 public import RelayProtocol
 import Synchronization
+import Sync
 
 /// Which chunks a ``TraceScanner`` reads, and how many threads decode them.
 public struct TraceScanPlan: Sendable {
@@ -373,7 +374,7 @@ final class ScanQueue<Output: Sendable>: Sendable {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let jobReady = DispatchSemaphore(value: 0)
     private let resultReady = DispatchSemaphore(value: 0)
     private let workers: Int

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 public import RelayProtocol
 import Synchronization
+import Sync
 
 /// How a `TraceWriter` behaves.
 public struct TraceWriterOptions: Sendable, Hashable {
@@ -238,7 +239,7 @@ struct Drops: Sendable {
 }
 
 private final class WriterCore: Sendable {
-    let state: Mutex<SharedState>
+    let state: Locked<SharedState>
     let wake = DispatchSemaphore(value: 0)
     let room = DispatchSemaphore(value: 0)
     let capacity: Int
@@ -255,7 +256,7 @@ private final class WriterCore: Sendable {
         wakeBatch = max(1, min(capacity / 8, 1024))
         var s = SharedState()
         s.queue.reserveCapacity(min(capacity, 4096))
-        state = Mutex(s)
+        state = Locked(s)
     }
 
     func append(_ record: TraceRecord) -> Bool { append(record, stamped: false) { .zero } }

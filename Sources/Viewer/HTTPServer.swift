@@ -1,5 +1,6 @@
 public import Net
 import Synchronization
+import Sync
 
 /// An HTTP/1.1 request as the viewer's server reads it: GET (or HEAD) of a path with a query.
 public struct HTTPRequest: Sendable, Hashable {
@@ -154,7 +155,7 @@ public final class ViewerHTTPServer: Sendable {
     private let live = Atomic<Int>(0)
     private let stopped = Atomic<Bool>(false)
     private let allowedHosts: Set<String>
-    private let threads = Mutex<(running: [Int: NetThread], finished: [Int])>(([:], []))
+    private let threads = Locked<(running: [Int: NetThread], finished: [Int])>(([:], []))
     private let nextID = Atomic<Int>(0)
 
     /// Binds `host:port` (port 0: an ephemeral one); `handler` answers every well-formed GET/HEAD.

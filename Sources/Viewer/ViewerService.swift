@@ -3,6 +3,7 @@ import Net
 public import RelayProtocol
 import Synchronization
 public import Trace
+import Sync
 
 /// What `relaytrace view` serves for one trace: the page, and the JSON API it reads in pages (never a
 /// whole trace at once):
@@ -36,12 +37,12 @@ public final class ViewerService: Sendable {
     public let path: String
     /// The page's title.
     public let title: String
-    private let trace: Mutex<ViewerTrace>
+    private let trace: Locked<ViewerTrace>
     private let info: JSONValue
-    private let layout = Mutex<LayoutState>(.building(0))
-    private let replayState = Mutex<ReplayState>(.notStarted)
+    private let layout = Locked<LayoutState>(.building(0))
+    private let replayState = Locked<ReplayState>(.notStarted)
     private let replay: (@Sendable () -> JSONValue)?
-    private let damageFound = Mutex<TraceError?>(nil)
+    private let damageFound = Locked<TraceError?>(nil)
 
     /// The first damage found while serving (by the timeline's pass or a page's read), or nil: the page
     /// shows it where it was met; `relaytrace view` exits 65 with it when it stops.
@@ -85,7 +86,7 @@ public final class ViewerService: Sendable {
             "complete": .bool(t.reader.isComplete), "header": headerJSON, "replay": .bool(replay != nil),
             "autoReplay": .bool(replay != nil && autoReplay), "static": false,
         ])
-        trace = Mutex(t)
+        trace = Locked(t)
         self.replay = replay
         if !background {
             let (state, problem) = Self.buildLayout(path: path) { _ in }

@@ -4,10 +4,11 @@ import Net
 import Synchronization
 import Testing
 import WebSocket
+import Sync
 
 /// Values recorded on loop threads, with a bounded wait for a condition.
 final class Waiter<Value: Sendable>: Sendable {
-    private let storage = Mutex<[Value]>([])
+    private let storage = Locked<[Value]>([])
     private let changed = DispatchSemaphore(value: 0)
 
     func append(_ value: Value) {

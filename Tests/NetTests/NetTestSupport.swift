@@ -3,6 +3,7 @@ import Net
 import Synchronization
 import Testing
 import WebSocket
+import Sync
 
 /// Timeout of every blocking call in these tests: generous for a loaded 2-core machine, and still a
 /// bound, so that every test stops by itself.
@@ -38,8 +39,8 @@ struct TestRandom {
 
 /// A value shared between a server thread and the test (read after `stop()`, which joins the threads).
 final class Recorder<Value: Sendable>: Sendable {
-    private let storage: Mutex<[Value]>
-    init() { storage = Mutex([]) }
+    private let storage: Locked<[Value]>
+    init() { storage = Locked([]) }
     func append(_ value: Value) { storage.withLock { $0.append(value) } }
     var values: [Value] { storage.withLock { $0 } }
 }

@@ -4,6 +4,7 @@ import RelayProtocol
 import Synchronization
 import Testing
 import Trace
+import Sync
 
 /// Runs the built `relaytrace` binary (next to the test bundle) with `args`.
 func relaytrace(_ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
@@ -20,7 +21,7 @@ func productsDirectory() -> URL {
 }
 
 final class DataBox: Sendable {
-    let data = Mutex<Data>(Data())
+    let data = Locked<Data>(Data())
 }
 
 func runProcess(_ path: String, _ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {

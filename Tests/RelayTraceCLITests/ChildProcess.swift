@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import Synchronization
+import Sync
 
 // Child processes for the tests that run real peers (python websockets clients, `relaytrace relay`,
 // `relaytrace proxy`): output collected by threads, exits awaited with deadlines, killed when done.
@@ -19,7 +20,7 @@ let interopPython: String? = {
 /// Everything a child process writes to one pipe, collected by a thread so the pipe never fills; the
 /// test waits for lines or EOF with a deadline.
 final class PipeCollector: Sendable {
-    private let state = Mutex<(data: [UInt8], eof: Bool)>(([], false))
+    private let state = Locked<(data: [UInt8], eof: Bool)>(([], false))
     private let changed = DispatchSemaphore(value: 0)
 
     init(_ pipe: Pipe) {
@@ -74,7 +75,7 @@ final class PipeCollector: Sendable {
 
 /// Set once by a process's termination handler; waits on it return at once after that.
 final class ExitSignal: Sendable {
-    private let exited = Mutex(false)
+    private let exited = Locked(false)
     private let semaphore = DispatchSemaphore(value: 0)
 
     func signal() {

@@ -5,6 +5,7 @@ import Replay
 import Synchronization
 import Testing
 import Trace
+import Sync
 
 /// Relay-channel perturbation replay: seeded faults on the inbound frames of `lease` and `tour`, the
 /// invariants (one live generation, no lease renewed after expiry), and shrinking.
@@ -95,7 +96,7 @@ import Trace
     @Test func aLeaseRenewedLateIsALapse() throws {
         let p = try perturbation("lease")
         // A broken coordinator: the second active:true lease frame is never sent.
-        let seen = Mutex(0)
+        let seen = Locked(0)
         p.actionTransform = { a in
             if case .send(_, .text(let t), _) = a, t.contains(EventNames.chatTimelineInterest), t.contains("\"active\":true") {
                 let n = seen.withLock { n in

@@ -9,10 +9,11 @@ import Testing
 import Trace
 import WireRecording
 import WireReplay
+import Sync
 
 /// A clock the test sets by hand (seconds since the trace start).
 private final class SetClock: Sendable {
-    private let now = Mutex(Moment.zero)
+    private let now = Locked(Moment.zero)
     func set(_ seconds: Double) { now.withLock { $0 = Moment(nanoseconds: Int64((seconds * 1e9).rounded())) } }
     var read: @Sendable () -> Moment { { [self] in now.withLock { $0 } } }
 }

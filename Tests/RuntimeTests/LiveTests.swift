@@ -11,6 +11,7 @@ import Synchronization
 import Testing
 import Trace
 import WebSocket
+import Sync
 
 /// Real sockets on loopback: the embedded relay (ws and wss with a certificate made on the spot), the live
 /// client driver, the capture layer, then the trace read back and replayed. Each test runs for a few
@@ -40,7 +41,7 @@ import WebSocket
         // The phone's desktop is up from the start and shows link codes bound to the phone's account.
         var desktops = RelayHostDesktops()
         desktops.atStart = [StartingDesktop(deviceId: desktopId, userId: "user-dev", offersLinkCode: true)]
-        let shown = Mutex<LinkCodeOffer?>(nil)
+        let shown = Locked<LinkCodeOffer?>(nil)
         let relay = try RelayHost(tls: serverTLS, seed: 1, wallClockOrigin: 1_768_478_400_000, desktops: desktops,
                                   onLinkCode: { offer in shown.withLock { $0 = offer } })
         defer { relay.stop() }

@@ -8,6 +8,7 @@ import Simulation
 import Synchronization
 import Testing
 import WebSocket
+import Sync
 
 /// The package root (this file is Tests/RuntimeTests/RelayHostLoadTests.swift).
 private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -21,7 +22,7 @@ private let venvPython: String? = {
 
 /// Frames a group of phones received, and a bounded wait.
 private final class Inbox: Sendable {
-    private let state = Mutex<(messages: [Int: [RelayMessage]], opened: Int, failures: [String])>(([:], 0, []))
+    private let state = Locked<(messages: [Int: [RelayMessage]], opened: Int, failures: [String])>(([:], 0, []))
     private let changed = DispatchSemaphore(value: 0)
 
     func opened() { state.withLock { $0.opened += 1 }; changed.signal() }
@@ -113,7 +114,7 @@ private final class Inbox: Sendable {
         let loop = try EventLoop(name: "test.phones")
         defer { loop.stop() }
         let inbox = Inbox()
-        let closes = Mutex<[WebSocketEvent]>([])
+        let closes = Locked<[WebSocketEvent]>([])
         let device = "5b0e6c8a-1f5d-4d8e-9a53-00000000c105"
         let headers: HTTPHeaders = [
             "Authorization": "Bearer \(Simulation.phoneJWT(userId: "user-dev", deviceId: device, serial: 1))",

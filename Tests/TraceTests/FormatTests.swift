@@ -4,6 +4,7 @@ import RelayProtocol
 import Synchronization
 import Testing
 @testable import Trace
+import Sync
 
 @Suite struct FormatTests {
     @Test func czstdLinksAndRoundTrips() throws {
@@ -389,5 +390,5 @@ func craftFile(
 }
 
 final class DataBox: Sendable {
-    let data = Mutex<Data>(Data())
+    let data = Locked<Data>(Data())
 }

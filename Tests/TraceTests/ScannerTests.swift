@@ -3,6 +3,7 @@ import RelayProtocol
 import Synchronization
 import Testing
 @testable import Trace
+import Sync
 
 /// What reading a trace gave: every entry, the error that ended the reading, and the problems salvage
 /// skipped.
@@ -278,7 +279,7 @@ func damagedVariants(_ bytes: [UInt8], seed: UInt64, count: Int) -> [(what: Stri
 
 /// A counter shared with worker threads.
 final class Counter: Sendable {
-    private let n = Mutex(0)
+    private let n = Locked(0)
     func add(_ k: Int) { n.withLock { $0 += k } }
     var value: Int { n.withLock { $0 } }
 }

@@ -7,6 +7,7 @@ import Testing
 import Trace
 import WebSocket
 import WireRecording
+import Sync
 
 /// The recording proxy on its event loops, against the loop echo server, with the blocking client.
 @Suite("RecordingProxy on event loops")
@@ -30,7 +31,7 @@ struct ProxyLoopTests {
                                        recorder: recorder)
         let ws = try WebSocketClient.connect(url: proxy.url, timeout: .seconds(20))
         let blobs = (0..<16).map { i in [UInt8](repeating: UInt8(i), count: 512 << 10) }
-        let received = Mutex<[[UInt8]]>([])
+        let received = Locked<[[UInt8]]>([])
         let reader = try NetThread {
             for _ in blobs {
                 guard case .binary(let b)? = try? ws.receive(timeout: .seconds(20)) else { return }

@@ -9,6 +9,7 @@ import Testing
 import Trace
 import WebSocket
 import WireRecording
+import Sync
 
 /// A trace file in the temporary directory, removed by the caller.
 func temporaryTrace() -> String {
@@ -24,7 +25,7 @@ func records(_ path: String) throws -> (TraceHeader, [TraceRecord]) {
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {
-    private let now = Mutex(Moment.zero)
+    private let now = Locked(Moment.zero)
     func advance(ms: Int64) { now.withLock { $0 = $0 + .milliseconds(ms) } }
     var read: @Sendable () -> Moment { { [self] in now.withLock { $0 } } }
 }

@@ -6,10 +6,11 @@ import Testing
 import Trace
 import WireRecording
 import WireReplay
+import Sync
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {
-    private let now = Mutex(Moment.zero)
+    private let now = Locked(Moment.zero)
     func set(ms: Int64) { now.withLock { $0 = Moment(nanoseconds: ms * 1_000_000) } }
     var read: @Sendable () -> Moment { { [self] in now.withLock { $0 } } }
 }

@@ -1,0 +1,56 @@
+import Synchronization
+
+/// A value behind a lock: `Synchronization.Mutex`, in a class so that closures and threads can share it,
+/// and visible to ThreadSanitizer.
+///
+/// On Linux the standard library's `Mutex` locks with futex calls inside the (uninstrumented) Swift
+/// runtime, so ThreadSanitizer sees neither its acquire nor its release and reports every access the lock
+/// protects as a race (docs/BENCHMARKS.md, "Sanitizers"). Built with `-DRELAYTRACE_TSAN`
+/// (`tools/sanitize.sh thread` does), `withLock` tells ThreadSanitizer about both edges with its
+/// `__tsan_acquire`/`__tsan_release` annotations on this object's address; otherwise it is exactly
+/// `Mutex.withLock`. Every lock in the project is a `Locked`.
+public final class Locked<Value: ~Copyable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    /// A lock holding `value`.
+    public init(_ value: consuming sending Value) {
+        mutex = Mutex(value)
+    }
+
+    /// Runs `body` with the value while holding the lock (blocking until it is free).
+    @inline(__always)
+    public func withLock<Result: ~Copyable, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result {
+        try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
+            #if RELAYTRACE_TSAN
+            let address = UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque())
+            tsanAcquire(address)
+            defer { tsanRelease(address) }
+            #endif
+            return try body(&value)
+        }
+    }
+
+    /// Runs `body` with the value if the lock is free now; nil (without running it) if it is held.
+    @inline(__always)
+    public func withLockIfAvailable<Result: ~Copyable, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result? {
+        try mutex.withLockIfAvailable { (value: inout sending Value) throws(E) -> sending Result in
+            #if RELAYTRACE_TSAN
+            let address = UnsafeMutableRawPointer(Unmanaged.passUnretained(self).toOpaque())
+            tsanAcquire(address)
+            defer { tsanRelease(address) }
+            #endif
+            return try body(&value)
+        }
+    }
+}
+
+#if RELAYTRACE_TSAN
+// ThreadSanitizer's annotation interface (compiler-rt, tsan_interface.h), present in a binary built with
+// -sanitize=thread.
+@_silgen_name("__tsan_acquire") private func tsanAcquire(_ address: UnsafeMutableRawPointer)
+@_silgen_name("__tsan_release") private func tsanRelease(_ address: UnsafeMutableRawPointer)
+#endif
