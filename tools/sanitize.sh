@@ -21,7 +21,11 @@ esac
 ./tools/interop/setup-venv.sh
 ./tools/setup-duckdb.sh >/dev/null 2>&1 || true
 
-export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 history_size=4 ${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 history_size=4 suppressions=$PWD/tools/tsan.supp ${TSAN_OPTIONS:-}"
+# The sanitizers' runtimes map their shadow memory around a position-independent executable: relaytrace is
+# linked the toolchain's default way here (Package.swift, RELAYTRACE_DYNAMIC_LINK), not static and
+# position-dependent (under TSan that binary fails at its first large allocation).
+export RELAYTRACE_DYNAMIC_LINK=1
 # Leak checking stays on: a leak in our code is a finding too.
 export ASAN_OPTIONS="halt_on_error=0 detect_leaks=1 ${ASAN_OPTIONS:-}"
 status=0

@@ -126,7 +126,19 @@ public struct InspectedRecord: Sendable {
         let r = record
         switch r.kind {
         case .frameText:
-            var s = WireFrame.text(r.payloadText).dissect().summary
+            // The JSON this record parsed already (`json`, the same parser on the same bytes) decoded as the
+            // dissector would decode it: one parse for the listing's json and summary, not two. Without it
+            // (not JSON, or not valid UTF-8) the dissector reads the text and names the error.
+            var s: String
+            if let j = json {
+                do throws(MessageDecodeError) {
+                    s = DissectedFrame.message(try RelayMessage(decoding: j)).summary
+                } catch {
+                    s = DissectedFrame.malformedText(error).summary
+                }
+            } else {
+                s = WireFrame.text(r.payloadText).dissect().summary
+            }
             if type == "rpc.response" {
                 if let method { s += " method=\(method)" }
                 if let latency { s += " latency=\(Self.milliseconds(latency))" }
