@@ -329,29 +329,36 @@ private enum Derived: Sendable {
     }
 }
 
-/// A payload's JSON (for JSON kinds and text frames) or PTC1 frame (for binary frames), made once, when
-/// first asked for (nil when it is not one).
-private final class DeferredPayload: Sendable {
-    private let bytes: [UInt8]
-    private let jsonCache = Locked<JSONValue??>(nil)
-    private let terminalCache = Locked<TerminalFrame??>(nil)
+/// What a ``DeferredPayload`` has made so far (`.some(nil)`: tried, and it is not one).
+private struct DeferredCache: Sendable {
+    var json: JSONValue??
+    var terminal: TerminalFrame??
+}
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+/// A payload's JSON (for JSON kinds and text frames) or PTC1 frame (for binary frames), made once, when
+/// first asked for (nil when it is not one). It is its own lock (one allocation per deferred record).
+private final class DeferredPayload: Locked<DeferredCache>, @unchecked Sendable {
+    private let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        super.init(DeferredCache())
+    }
 
     var json: JSONValue? {
-        jsonCache.withLock { c in
-            if let known = c { return known }
+        withLock { c in
+            if let known = c.json { return known }
             let v = try? JSONValue(parsing: bytes)
-            c = .some(v)
+            c.json = .some(v)
             return v
         }
     }
 
     var terminal: TerminalFrame? {
-        terminalCache.withLock { c in
-            if let known = c { return known }
+        withLock { c in
+            if let known = c.terminal { return known }
             let v = try? TerminalFrame(decoding: bytes)
-            c = .some(v)
+            c.terminal = .some(v)
             return v
         }
     }

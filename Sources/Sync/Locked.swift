@@ -9,7 +9,11 @@ import Synchronization
 /// (`tools/sanitize.sh thread` does), `withLock` tells ThreadSanitizer about both edges with its
 /// `__tsan_acquire`/`__tsan_release` annotations on this object's address; otherwise it is exactly
 /// `Mutex.withLock`. Every lock in the project is a `Locked`.
-public final class Locked<Value: ~Copyable>: Sendable {
+///
+/// An object that is mostly its lock (a cache made on first use, one per record) can subclass it, so the
+/// lock lives inline in that object rather than in a second allocation; a subclass adds only immutable,
+/// `Sendable` stored properties (which is what makes the unchecked `Sendable` hold).
+open class Locked<Value: ~Copyable>: @unchecked Sendable {
     private let mutex: Mutex<Value>
 
     /// A lock holding `value`.
@@ -19,7 +23,7 @@ public final class Locked<Value: ~Copyable>: Sendable {
 
     /// Runs `body` with the value while holding the lock (blocking until it is free).
     @inline(__always)
-    public func withLock<Result: ~Copyable, E: Error>(
+    public final func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
         try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
@@ -34,7 +38,7 @@ public final class Locked<Value: ~Copyable>: Sendable {
 
     /// Runs `body` with the value if the lock is free now; nil (without running it) if it is held.
     @inline(__always)
-    public func withLockIfAvailable<Result: ~Copyable, E: Error>(
+    public final func withLockIfAvailable<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result? {
         try mutex.withLockIfAvailable { (value: inout sending Value) throws(E) -> sending Result in
