@@ -41,7 +41,7 @@ for s in "${sanitizers[@]}"; do
         | grep -v "Cannot export local symbol" | tail -3 >&2
     echo "sanitize: running the tests under $s (log $log)" >&2
     set +e
-    swift test --skip-build --build-path "$path" --sanitize="$s" "${flags[@]}" --parallel "$@" >"$log" 2>&1
+    RELAYTRACE_SANITIZER=$s swift test --skip-build --build-path "$path" --sanitize="$s" "${flags[@]}" --parallel "$@" >"$log" 2>&1
     tests=$?
     set -e
     case "$s" in

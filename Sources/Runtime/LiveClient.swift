@@ -250,7 +250,7 @@ public final class LiveClient: Sendable {
         let tls = options.tls
         let h = HTTPHeaders(headers.map { ($0.name, $0.value) })
         do {
-            _ = try NetThread(name: "relaytrace.connect") { [self] in
+            try NetThread.detached(name: "relaytrace.connect") { [self] in
                 do throws(WebSocketError) {
                     let channel = try WebSocketClient.connect(url: url, headers: h, tls: tls, timeout: .seconds(10))
                     post(.opened(g, channel))
@@ -266,7 +266,7 @@ public final class LiveClient: Sendable {
 
     private func startReader(_ g: Generation, _ channel: WebSocketChannel) {
         do {
-            _ = try NetThread(name: "relaytrace.read") { [self] in
+            try NetThread.detached(name: "relaytrace.read") { [self] in
                 while true {
                     let event: WebSocketEvent
                     do { event = try channel.receive() } catch {

@@ -155,8 +155,6 @@ public final class ViewerHTTPServer: Sendable {
     private let live = Atomic<Int>(0)
     private let stopped = Atomic<Bool>(false)
     private let allowedHosts: Set<String>
-    private let threads = Locked<(running: [Int: NetThread], finished: [Int])>(([:], []))
-    private let nextID = Atomic<Int>(0)
 
     /// Binds `host:port` (port 0: an ephemeral one); `handler` answers every well-formed GET/HEAD.
     public init(host: String, port: UInt16, maxConnections: Int = 16, idleTimeout: Duration = .seconds(30),
@@ -187,36 +185,19 @@ public final class ViewerHTTPServer: Sendable {
                 stream.close()
                 continue
             }
-            reapThreads()
-            let id = nextID.add(1, ordering: .relaxed).newValue
+            // Detached: each connection thread ends with its connection and frees itself (nobody joins it,
+            // and one still serving when the process exits is not left unjoined behind).
             do {
-                let thread = try NetThread(name: "viewer-http") { [self] in
+                try NetThread.detached(name: "viewer-http") { [self] in
                     connection(stream)
                     live.subtract(1, ordering: .acquiringAndReleasing)
-                    threads.withLock { $0.finished.append(id) }
                 }
-                threads.withLock { $0.running[id] = thread }
             } catch {
                 live.subtract(1, ordering: .acquiringAndReleasing)
                 try? write(stream, HTTPResponse.text(503, error.description).serialized(close: true, head: false))
                 stream.close()
             }
         }
-        reapThreads()
-    }
-
-    /// Joins the connection threads that have finished.
-    private func reapThreads() {
-        let done = threads.withLock { t -> [NetThread] in
-            var out: [NetThread] = []
-            t.finished.removeAll { id in
-                guard let th = t.running.removeValue(forKey: id) else { return false }
-                out.append(th)
-                return true
-            }
-            return out
-        }
-        for t in done { t.join() }
     }
 
     /// Stops accepting (serve() returns); open connections end after their current request.

@@ -94,7 +94,7 @@ public final class ViewerService: Sendable {
             if let problem { noteDamage(problem) }
         } else {
             do {
-                _ = try NetThread(name: "viewer-layout") { [self] in
+                try NetThread.detached(name: "viewer-layout") { [self] in
                     let (state, problem) = Self.buildLayout(path: path) { progress in layout.withLock { $0 = .building(progress) } }
                     layout.withLock { $0 = state }
                     if let problem { noteDamage(problem) }
@@ -195,7 +195,7 @@ public final class ViewerService: Sendable {
         }
         guard start else { return }
         do {
-            _ = try NetThread(name: "viewer-replay") { [self] in
+            try NetThread.detached(name: "viewer-replay") { [self] in
                 let r = replay()
                 replayState.withLock { $0 = .done(r) }
             }

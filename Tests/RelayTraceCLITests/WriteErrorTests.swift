@@ -99,7 +99,10 @@ func shell(_ script: String, _ args: [String]) throws -> (status: Int32, stdout:
 
     /// A file-size limit (`ulimit -f`, in KiB) stands in for a full disk without mounting anything: writes
     /// past it fail with EFBIG. 0: the header cannot be written; 4: the header fits, the first chunk not.
-    @Test(arguments: [0, 4])
+    /// Not under tools/sanitize.sh: the sanitizers' runtimes fault (SIGBUS) in a process with a file-size
+    /// limit, before the command runs.
+    @Test(.disabled(if: ProcessInfo.processInfo.environment["RELAYTRACE_SANITIZER"] != nil, "a sanitizer's runtime faults under a file-size limit"),
+          arguments: [0, 4])
     func aSimulationThatCannotWriteItsTraceExits74AndLeavesNoFile(limitKiB: Int) throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rt-fsize-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
