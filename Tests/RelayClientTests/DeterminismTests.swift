@@ -6,22 +6,29 @@ import Testing
 /// House rule 1: the same seed and inputs give byte-identical actions.
 @Suite struct DeterminismTests {
     /// A session that exercises every source of randomness: request IDs, trace IDs and reconnect jitter.
+    /// Returns every action, in order, as text.
     private func run(seed: UInt64) -> [String] {
         var h = ClientHarness(seed: seed, exhaustiveTimers: true)
-        h.feed(TestIdentity.start(resume: TestIdentity.storedResume))
+        var actions: [ClientAction] = []
+        func step(_ drive: (inout ClientHarness) -> Void) {
+            drive(&h)
+            actions += h.takeActions()
+        }
+        step { $0.feed(TestIdentity.start(resume: TestIdentity.storedResume)) }
         let g = h.machine.lastGeneration
-        h.feed(.transportOpened(g))
-        h.feed(.transportFrame(g, RelayFrames.resumed()))
+        step { $0.feed(.transportOpened(g)) }
+        step { $0.feed(.transportFrame(g, RelayFrames.resumed())) }
         for i in 1...20 {
-            h.feed(.call(CallRequest(callId: CallID(UInt64(i)), method: i.isMultiple(of: 2) ? "session.list" : "system.ping")))
-            h.advance(by: .milliseconds(700))
+            step { $0.feed(.call(CallRequest(callId: CallID(UInt64(i)), method: i.isMultiple(of: 2) ? "session.list" : "system.ping"))) }
+            step { $0.advance(by: .milliseconds(700)) }
         }
         for _ in 0..<5 {  // handshake timeouts walk the jittered reconnect ladder
-            h.advanceToNextTimer()
+            step { $0.advanceToNextTimer() }
         }
-        h.advance(by: .seconds(40))
-        h.feed(.stop)
-        return h.takeActions().map { "\($0)" }
+        step { $0.advance(by: .seconds(40)) }
+        step { $0.feed(.stop) }
+        h.finish()
+        return actions.map { "\($0)" }
     }
 
     @Test func sameSeedAndInputsGiveIdenticalActions() {
