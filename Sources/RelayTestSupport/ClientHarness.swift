@@ -269,7 +269,7 @@ public struct ClientHarness: Sendable {
 }
 
 /// What a test left behind: unread actions (with their causes) and armed timers.
-public struct HarnessLeftovers: Error, Sendable, CustomStringConvertible {
+public struct HarnessLeftovers: Sendable, CustomStringConvertible {
     /// Actions nobody took, each with the input that caused it.
     public var unreadActions: [ClientHarness.UnreadAction]
     /// Timers still armed.

@@ -26,7 +26,7 @@ import Testing
         return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
     }
 
-    @Test(arguments: ["tour", "handover", "handshake-timeout"])
+    @Test(arguments: ["tour", "handover", "handshake-timeout", "watch-offline"])
     func simulateWritesTheSameBytesUnderDifferentHashSeeds(scenario: String) throws {
         let fixed = try simulate(scenario, seed: 42, hashing: "1")
         let random1 = try simulate(scenario, seed: 42, hashing: nil)
