@@ -1,5 +1,6 @@
 public import RelayClient
 public import RelayProtocol
+public import Testing
 
 /// A fixed phone/desktop identity for tests (the device IDs of PROTOCOL.md's examples).
 public enum TestIdentity {
@@ -104,23 +105,57 @@ extension ClientAction {
 
 extension ClientHarness {
     /// Starts the client and completes the upgrade and registration of the next generation; returns the
-    /// generation. All actions are taken (and discarded) on the way.
+    /// generation. The actions of the handshake are taken on the way (that is what the name says it
+    /// skips); the harness records an issue at the caller's line unless the machine ends up registered on
+    /// that generation. Like `feed`, it refuses while actions are unread when it is called.
     @discardableResult
     public mutating func connectAndRegister(resume: ResumeCredentials? = nil,
-                                            reply: WireFrame = RelayFrames.registered()) -> Generation {
-        if case .idle = machine.phase { feed(TestIdentity.start(resume: resume)) }
+                                            reply: WireFrame = RelayFrames.registered(),
+                                            sourceLocation: SourceLocation = #_sourceLocation) -> Generation {
+        if case .idle = machine.phase {
+            feed(TestIdentity.start(resume: resume), sourceLocation: sourceLocation)
+            _ = takeActions()
+        }
         let g = machine.lastGeneration
-        feed(.transportOpened(g))
-        feed(.transportFrame(g, reply))
+        feed(.transportOpened(g), sourceLocation: sourceLocation)
         _ = takeActions()
+        feed(.transportFrame(g, reply), sourceLocation: sourceLocation)
+        _ = takeActions()
+        if case .registered(g, _) = machine.phase { return g }
+        Issue.record("connectAndRegister: the machine is \(machine.phase), not registered on \(g)",
+                     sourceLocation: sourceLocation)
         return g
     }
 
-    /// Takes the unread actions and returns the relay messages sent among them, with their generations.
+    /// Takes the unread text `send` actions and returns the relay messages they carry, with their
+    /// generations. Other actions stay unread.
     public mutating func takeSentMessages() -> [(generation: Generation, message: RelayMessage)] {
-        takeActions().compactMap { a in
+        takeActions { $0.sentMessage != nil }.compactMap { a in
             guard case .send(let g, _, _) = a, let m = a.sentMessage else { return nil }
             return (g, m)
+        }
+    }
+
+    /// Feeds ``ClientInput/stop`` and checks what every stop does: the current socket (if any) is closed
+    /// with 1001, exactly the calls `failingCalls` (in order) fail with "client stopped", and the phase
+    /// becomes `stopped(.stopped)`. Those actions are taken; anything else the stop emits (dropped
+    /// snapshots, an abandoned link) stays unread for the test to assert on.
+    public mutating func stop(failingCalls: [CallID] = [], sourceLocation: SourceLocation = #_sourceLocation) {
+        let g = machine.generation
+        feed(.stop, sourceLocation: sourceLocation)
+        let failed = takeActions { if case .callCompleted = $0 { true } else { false } }
+        let expectedFailures = failingCalls.map { ClientAction.callCompleted($0, .failure(.clientStopped("stopped"))) }
+        if failed != expectedFailures {
+            Issue.record("stop completed \(failed), expected \(expectedFailures)", sourceLocation: sourceLocation)
+        }
+        let closes = takeActions { if case .closeTransport = $0 { true } else { false } }
+        let expected: [ClientAction] = g.map { [.closeTransport($0, code: 1001, reason: "stopped")] } ?? []
+        if closes != expected {
+            Issue.record("stop closed \(closes), expected \(expected)", sourceLocation: sourceLocation)
+        }
+        if takeActions(where: { $0 == .phaseChanged(.stopped(.stopped)) }).isEmpty {
+            Issue.record("stop did not report the phase stopped(stopped); the phase is \(machine.phase)",
+                         sourceLocation: sourceLocation)
         }
     }
 }

@@ -12,10 +12,10 @@ import Testing
         }
     }
 
-    private func stopAndFinish(_ h: inout ClientHarness) throws {
-        h.feed(.stop)
-        _ = h.takeActions()
-        try h.finish()
+    private func stopAndFinish(_ h: inout ClientHarness, failingCalls: [CallID] = [],
+                               sourceLocation: SourceLocation = #_sourceLocation) throws {
+        h.stop(failingCalls: failingCalls, sourceLocation: sourceLocation)
+        h.finish(sourceLocation: sourceLocation)
     }
 
     @Test func unknownMethodIsRejectedBeforeAnythingIsSent() throws {
@@ -41,7 +41,7 @@ import Testing
         // A method that needs no key goes out without one.
         h.feed(.call(CallRequest(callId: CallID(4), method: "session.list")))
         #expect(sentRequests(h.takeActions()).first?.1.idempotencyKey == nil)
-        try stopAndFinish(&h)
+        try stopAndFinish(&h, failingCalls: [CallID(3), CallID(4)])
     }
 
     @Test func snakeCaseKeyAtAnyDepthIsRejectedWithItsPath() throws {
@@ -70,8 +70,11 @@ import Testing
     @Test func everyRequestCarriesAValidTraceparent() throws {
         var h = ClientHarness()
         h.connectAndRegister()
-        for i in 1...5 { h.feed(.call(CallRequest(callId: CallID(UInt64(i)), method: "system.ping"))) }
-        let sent = sentRequests(h.takeActions())
+        var sent: [(Generation, RpcRequest)] = []
+        for i in 1...5 {
+            h.feed(.call(CallRequest(callId: CallID(UInt64(i)), method: "system.ping")))
+            sent += sentRequests(h.takeActions())
+        }
         #expect(sent.count == 5)
         var traceIds = Set<String>()
         for (_, r) in sent {
@@ -81,7 +84,7 @@ import Testing
             traceIds.insert(tp.traceId)
         }
         #expect(traceIds.count == 5, "each request has its own trace")
-        try stopAndFinish(&h)
+        try stopAndFinish(&h, failingCalls: [CallID(1), CallID(2), CallID(3), CallID(4), CallID(5)])
     }
 
     @Test func duplicateInFlightRequestIdIsRejectedAndFreedOnCompletion() throws {
@@ -97,7 +100,7 @@ import Testing
         #expect(h.takeActions() == [.callCompleted(CallID(1), .success(["sessions": []]))])
         h.feed(.call(CallRequest(callId: CallID(3), method: "session.list", requestId: "R-1")))
         #expect(sentRequests(h.takeActions()).count == 1)
-        try stopAndFinish(&h)
+        try stopAndFinish(&h, failingCalls: [CallID(3)])
     }
 
     @Test func responseWithAnotherTraceIdIsRejected() throws {
@@ -136,12 +139,13 @@ import Testing
         let g = h.connectAndRegister()
         let keyed = RpcCatalogue.method(named: method)?.needsIdempotencyKey == true
         h.feed(.call(CallRequest(callId: CallID(1), method: method, idempotencyKey: keyed ? "k" : nil, requestId: "R")))
-        _ = h.takeActions()
+        #expect(sentRequests(h.takeActions()).map(\.1.method) == [method])
         // Keep the socket alive so only the call's timeout can act.
         var t = 0.0
         while t + 4 < seconds {
             t += 4
             h.advance(to: .seconds(t))
+            #expect(h.takeActions().allSatisfy { $0.sentMessage?.typeName == "heartbeat" }, "only heartbeats while the call waits")
             h.feed(.transportFrame(g, RelayFrames.pong))
         }
         h.advance(to: .seconds(seconds) - .nanoseconds(1))
@@ -156,7 +160,7 @@ import Testing
         var h = ClientHarness()
         let g = h.connectAndRegister()
         h.feed(.call(CallRequest(callId: CallID(1), method: "system.ping", requestId: "P")))
-        _ = h.takeActions()
+        h.skip(.send)
         h.advance(by: .seconds(3))
         let actions = h.takeActions()
         #expect(actions.prefix(3) == [
@@ -172,22 +176,24 @@ import Testing
         var h = ClientHarness()
         let g1 = h.connectAndRegister()
         h.feed(.call(CallRequest(callId: CallID(1), method: "session.list", requestId: "L")))  // 60 s
-        _ = h.takeActions()
+        h.skip(.send)
         h.advance(by: .seconds(1))
         h.feed(.transportClosed(g1, code: 1006, reason: "reset"))
         let g2 = h.machine.lastGeneration
+        h.skip(.connectionFailed, .openTransport, .phaseChanged)
         h.feed(.transportOpened(g2))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(g2, RelayFrames.registered()))
-        _ = h.takeActions()
+        h.skip(.storeResumeCredentials, .phaseChanged)
         #expect(h.machine.pendingCalls["L"]?.sentOn == g1)
         // Keep g2 alive until the old call's timeout at 60 s.
         var t = 1.0
         while t < 59 {
             t += 4
             h.advance(to: .seconds(min(t, 59.5)))
+            #expect(h.takeActions().allSatisfy { $0.sentMessage?.typeName == "heartbeat" }, "only heartbeats while the call waits")
             h.feed(.transportFrame(g2, RelayFrames.pong))
         }
-        _ = h.takeActions()
         let phase = h.machine.phase
         h.advance(to: .seconds(60))
         let actions = h.takeActions()
@@ -223,37 +229,40 @@ import Testing
         let tp = sentRequests(h.takeActions()).first?.1.traceparent
         let oldOwnership = try #require(h.machine.pendingCalls["X"]?.ownership)
         h.feed(.transportFrame(g, RelayFrames.response(id: "X", traceparent: tp)))
+        #expect(h.takeActions() == [.callCompleted(CallID(1), .success([:]))])
         h.feed(.call(CallRequest(callId: CallID(2), method: "system.ping", requestId: "X")))
-        _ = h.takeActions()
+        h.skip(.send)
         // A driver that raced and delivers the old call's timer anyway:
         h.feed(.timerFired(.rpcTimeout(requestId: "X", ownership: oldOwnership)))
         #expect(h.takeActions() == [.diagnostic(.staleTimer(.rpcTimeout(requestId: "X", ownership: oldOwnership)))])
         #expect(h.machine.pendingCalls["X"]?.callId == CallID(2))
-        try stopAndFinish(&h)
+        try stopAndFinish(&h, failingCalls: [CallID(2)])
     }
 
     @Test func callsMadeBeforeRegistrationWaitAndGoOutAfterIt() throws {
         var h = ClientHarness()
         h.feed(TestIdentity.start())
+        h.skip(.openTransport, .phaseChanged)
         h.feed(.call(CallRequest(callId: CallID(1), method: "system.ping", requestId: "early")))
         #expect(sentRequests(h.takeActions()).isEmpty)
         h.feed(.transportOpened(Generation(1)))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(Generation(1), RelayFrames.registered()))
         let sent = sentRequests(h.takeActions())
         #expect(sent.map(\.1.id) == ["early"])
         #expect(h.machine.pendingCalls["early"]?.sentOn == Generation(1))
-        try stopAndFinish(&h)
+        try stopAndFinish(&h, failingCalls: [CallID(1)])
     }
 
     @Test func stopFailsEveryPendingCall() throws {
         var h = ClientHarness()
         h.connectAndRegister()
         h.feed(.call(CallRequest(callId: CallID(1), method: "session.list")))
-        _ = h.takeActions()
+        h.skip(.send)
         h.feed(.stop)
         let actions = h.takeActions()
         #expect(actions.contains(.callCompleted(CallID(1), .failure(.clientStopped("stopped")))))
         #expect(h.machine.pendingCalls.isEmpty)
-        try h.finish()
+        h.finish()
     }
 }

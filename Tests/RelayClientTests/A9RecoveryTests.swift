@@ -20,10 +20,10 @@ import Testing
         actions.firstIndex(where: match)
     }
 
-    private func stopAndFinish(_ h: inout ClientHarness) throws {
-        h.feed(.stop)
-        _ = h.takeActions()
-        try h.finish()
+    private func stopAndFinish(_ h: inout ClientHarness, failingCalls: [CallID] = [],
+                               sourceLocation: SourceLocation = #_sourceLocation) throws {
+        h.stop(failingCalls: failingCalls, sourceLocation: sourceLocation)
+        h.finish(sourceLocation: sourceLocation)
     }
 
     /// Answers the newest probe on the current generation with `result` or the relay's -32010.
@@ -38,7 +38,7 @@ import Testing
         var h = ClientHarness()
         let g = h.connectAndRegister()
         h.feed(.call(CallRequest(callId: CallID(1), method: "session.list")))
-        _ = h.takeActions()
+        h.skip(.send)
         h.advance(to: .seconds(2))
         h.feed(.networkPath(.unsatisfied))
         #expect(h.takeActions() == [
@@ -59,13 +59,14 @@ import Testing
         var h = ClientHarness()
         h.connectAndRegister()
         h.feed(.networkPath(.unsatisfied))
+        h.skip(.closeTransport, .epochOpened, .desktopStatusChanged, .phaseChanged)
         h.advance(to: .seconds(30))
-        _ = h.takeActions()
         h.feed(.networkPath(.satisfied(.cellular)))
         let actions = h.takeActions()
         #expect(opens(actions) == [Generation(2)])
         #expect(actions.contains(.epochOpened(epoch: 2, reason: .pathRestored, deadline: .seconds(120))))
         h.feed(.transportOpened(Generation(2)))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(Generation(2), RelayFrames.registered()))
         let probe = try #require(probes(h.takeActions()).first)
         answerProbe(&h, probe, online: true)
@@ -79,9 +80,11 @@ import Testing
         h.feed(.networkPath(.satisfied(.wifi)))
         let g1 = h.connectAndRegister()
         h.feed(.call(CallRequest(callId: CallID(1), method: "session.list")))
+        h.skip(.send)
         h.feed(.call(CallRequest(callId: CallID(2), method: "job.list")))
-        _ = h.takeActions()
+        h.skip(.send)
         h.advance(to: .seconds(7))
+        h.skip(.send)
         h.feed(.networkPath(.satisfied(.cellular)))
         let actions = h.takeActions()
         #expect(opens(actions) == [g1.next], "exactly one replacement")
@@ -94,6 +97,7 @@ import Testing
         #expect(close < failed.min()! && failed.max()! < open, "close and fail first, then open: \(actions)")
         // The old socket's late news changes nothing; still exactly one live generation.
         h.feed(.transportClosed(g1, code: 1001, reason: "closed"))
+        #expect(h.takeActions().map(\.kind) == [.diagnostic], "a stale close is only noted")
         h.feed(.transportFrame(g1, RelayFrames.pong))
         #expect(opens(h.takeActions()).isEmpty)
         #expect(h.machine.generation == g1.next)
@@ -105,16 +109,19 @@ import Testing
         h.feed(.networkPath(.satisfied(.wifi)))
         h.connectAndRegister()
         h.advance(to: .seconds(10))
+        h.skip(.send)
         h.feed(.push(.desktopOnline(desktopId: TestIdentity.desktopId)))  // epoch 1: deadline 100 s
         #expect(h.machine.epoch?.deadline == .seconds(100))
+        h.skip(.epochOpened, .desktopStatusChanged, .send)
         h.advance(to: .seconds(50))
-        _ = h.takeActions()
+        h.skip(.connectionFailed, .closeTransport, .openTransport, .phaseChanged)
         h.feed(.networkPath(.satisfied(.cellular)))
         #expect(h.takeActions().contains(.epochOpened(epoch: 2, reason: .interfaceSwitch, deadline: .seconds(140))))
         #expect(h.deadline(of: .epochDeadline(epoch: 1)) == nil, "the old epoch is discarded")
         // The replacement registers; the desktop keeps answering -32010 until the fresh deadline.
         let g = h.machine.lastGeneration
         h.feed(.transportOpened(g))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(g, RelayFrames.registered()))
         var statusChanges: [(Moment, DesktopStatus)] = []
         while h.now < .seconds(150) {
@@ -125,6 +132,7 @@ import Testing
             h.feed(.transportFrame(g, RelayFrames.pong))
             h.advance(by: .seconds(1))
         }
+        #expect(h.takeSentMessages().map(\.message.typeName) == ["heartbeat"], "the last second sent a heartbeat only")
         #expect(statusChanges.last?.0 == .seconds(140))
         #expect(statusChanges.last?.1 == .temporarilyOffline(.deadline))
         try stopAndFinish(&h)
@@ -157,23 +165,33 @@ import Testing
         var h = ClientHarness()
         h.connectAndRegister()
         h.advance(to: .seconds(10))
+        h.skip(.send)
         h.feed(.push(.desktopOnline(desktopId: TestIdentity.desktopId)))  // epoch 1, deadline 100 s
         var probeTimes: [Double] = []
         var probeGenerations: [Generation] = []
         var opened = 0
+        // Every action is read into the inbox as it comes and looked at in order (with its time).
+        var inbox: [(time: Moment, action: ClientAction)] = []
         while h.now < .seconds(105) {
-            for (t, a) in h.takeTimedActions() {
+            inbox += h.takeTimedActions()
+            while !inbox.isEmpty {
+                let (t, a) = inbox.removeFirst()
                 if case .openTransport(let g, _, _) = a {
                     opened += 1
                     h.feed(.transportOpened(g))
+                    inbox += h.takeTimedActions()
                     h.feed(.transportFrame(g, RelayFrames.registered()))
+                    inbox += h.takeTimedActions()
                 }
                 if let p = probes([a]).first {
                     probeTimes.append(t.seconds - 10)
                     probeGenerations.append(p.0)
                 }
             }
-            if let g = h.machine.generation { h.feed(.transportFrame(g, RelayFrames.pong)) }  // the relay is alive
+            if let g = h.machine.generation {  // the relay is alive
+                h.feed(.transportFrame(g, RelayFrames.pong))
+                inbox += h.takeTimedActions()
+            }
             h.advance(by: .milliseconds(250))
         }
         #expect(probeTimes == [0, 4, 9, 16, 27, 46, 65, 84], "3 s timeout + backoff 1, 2, 4, 8, 16, 16, 16 s")
@@ -195,6 +213,7 @@ import Testing
         let reopen = h.takeActions()
         let g2 = try #require(opens(reopen).first)
         h.feed(.transportOpened(g2))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(g2, RelayFrames.registered()))
         #expect(probes(h.takeActions()).isEmpty, "a new registration waits out the backoff")
         h.advance(to: .seconds(1))
@@ -216,7 +235,6 @@ import Testing
         h.feed(.push(.desktopOnline(desktopId: TestIdentity.desktopId)))
         let first = try #require(probes(h.takeActions()).first)
         answerProbe(&h, first, online: false)  // next probe in 1 s
-        _ = h.takeActions()
         h.advance(by: .milliseconds(300))
         h.feed(.transportFrame(g, RelayFrames.event("device-status", payload: ["deviceId": .string(TestIdentity.desktopId), "status": "online"], eventId: 5)))
         let actions = h.takeActions()
@@ -243,6 +261,7 @@ import Testing
             h.feed(.transportFrame(g, RelayFrames.pong))
             h.advance(by: .seconds(1))
         }
+        #expect(h.takeSentMessages().map(\.message.typeName) == ["heartbeat"], "the last second sent a heartbeat only")
         #expect(offlineAt == .seconds(91))
         try stopAndFinish(&h)
     }
@@ -251,7 +270,7 @@ import Testing
         var h = ClientHarness()
         let g = h.connectAndRegister()
         h.feed(.call(CallRequest(callId: CallID(1), method: "session.list")))
-        _ = h.takeActions()
+        h.skip(.send)
         h.feed(.appState(.background))
         #expect(h.takeActions() == [
             .closeTransport(g, code: 1001, reason: "app in background"),
@@ -277,9 +296,10 @@ import Testing
         var h = ClientHarness()
         h.connectAndRegister()
         h.advance(to: .seconds(10))
+        h.skip(.send)
         h.feed(.appState(.background))
+        h.skip(.closeTransport, .phaseChanged)
         h.advance(to: .seconds(100))
-        _ = h.takeActions()
         h.feed(.appState(.inactive))
         h.feed(.appState(.active))
         #expect(h.deadline(of: .foregroundRecovery) == .seconds(101.5))
@@ -337,8 +357,8 @@ import Testing
         var h = ClientHarness()
         h.connectAndRegister()
         h.feed(.appState(.background))
+        h.skip(.closeTransport, .phaseChanged)
         h.advance(to: .seconds(20))
-        _ = h.takeActions()
         h.feed(.push(.desktopOnline(desktopId: TestIdentity.desktopId)))
         let actions = h.takeActions()
         #expect(actions.contains(.epochOpened(epoch: 1, reason: .desktopOnlinePush, deadline: .seconds(110))))

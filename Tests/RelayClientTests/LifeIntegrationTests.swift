@@ -18,10 +18,10 @@ import Testing
         }
     }
 
-    private func stopAndFinish(_ h: inout ClientHarness, allowingArmedTimers: Bool = false) throws {
-        h.feed(.stop)
-        _ = h.takeActions()
-        try h.finish(allowingArmedTimers: allowingArmedTimers)
+    private func stopAndFinish(_ h: inout ClientHarness, allowingArmedTimers: Bool = false,
+                               sourceLocation: SourceLocation = #_sourceLocation) throws {
+        h.stop(sourceLocation: sourceLocation)
+        h.finish(allowingArmedTimers: allowingArmedTimers, sourceLocation: sourceLocation)
     }
 
     // MARK: A1
@@ -49,6 +49,7 @@ import Testing
     @Test func jwtLockedKeepsTheLoginAndRechecksWhenTheAppBecomesActive() throws {
         var h = ClientHarness(identity: nil)
         h.feed(.identity(.start))
+        h.skip(.identity)
         h.feed(.identity(.identityRead(.jwtLocked(deviceId: TestIdentity.deviceId))))
         let locked = h.takeActions()
         #expect(!locked.contains { if case .identity(.ready) = $0 { true } else { false } })
@@ -56,28 +57,31 @@ import Testing
         h.feed(.appState(.inactive))
         h.feed(.appState(.active))
         #expect(h.takeActions().contains(.identity(.readIdentity)))
-        try h.finish()
+        h.finish()
     }
 
     @Test func unreadableIdentityOffersAResetAndStartsNothing() throws {
         var h = ClientHarness(identity: nil)
         h.feed(.identity(.start))
+        #expect(h.takeActions() == [.identity(.readIdentity)])
         h.feed(.identity(.identityRead(.unreadable)))
-        #expect(h.takeActions() == [.identity(.readIdentity), .identity(.offerResetDeviceIdentity)])
+        #expect(h.takeActions() == [.identity(.offerResetDeviceIdentity)])
         h.feed(TestIdentity.start())
         #expect(h.takeActions() == [.diagnostic(.waitingForIdentity)])
-        try h.finish()
+        h.finish()
     }
 
     @Test func identityOfAnotherDeviceDoesNotStartThisClient() throws {
         var h = ClientHarness(identity: nil)
         h.feed(TestIdentity.start())
+        #expect(h.takeActions() == [.diagnostic(.waitingForIdentity)])
         h.feed(.identity(.start))
+        h.skip(.identity)
         h.feed(.identity(.identityRead(.available(deviceId: "00000000-0000-4000-8000-000000000000", login: nil))))
         let actions = h.takeActions()
         #expect(opens(actions).isEmpty)
         #expect(actions.contains { if case .diagnostic(.identityMismatch) = $0 { true } else { false } })
-        try h.finish()
+        h.finish()
     }
 
     // MARK: A2
@@ -98,7 +102,7 @@ import Testing
         }
         #expect(jwt == "jwt-near")
         #expect(origin == "https://api-eu.plantocode.com")
-        try far.finish(allowingArmedTimers: true)
+        far.finish(allowingArmedTimers: true)
         _ = near
     }
 
@@ -108,7 +112,7 @@ import Testing
                                                        login: StoredLogin(jwt: "jwt", expiry: .seconds(310))))
             let g = h.connectAndRegister()
             h.feed(.call(CallRequest(callId: CallID(9), method: "session.list")))
-            _ = h.takeActions()
+            h.skip(.send)
             h.advance(to: .seconds(10))  // refresh due at max(310 - 300 - 0, 5) = 10 s
             let request = try #require(h.takeActions().compactMap { if case .httpRequest(let r, _) = $0 { r } else { nil } }.first)
             h.feed(.auth(.httpResponse(request.id, status: status, body: .none)))
@@ -119,7 +123,7 @@ import Testing
             #expect(actions.contains(.clearResumeCredentials(key: TestIdentity.configuration().resumeKey, ownership: 1)))
             #expect(actions.last == .phaseChanged(.stopped(.sessionEnded)))
             #expect(h.machine.pendingCalls.isEmpty)
-            try h.finish()
+            h.finish()
         }
     }
 
@@ -139,13 +143,16 @@ import Testing
         var h = ClientHarness(identity: .available(deviceId: TestIdentity.deviceId,
                                                    login: StoredLogin(jwt: "old", expiry: .seconds(1000))))
         h.feed(TestIdentity.start())
+        h.skip(.openTransport, .phaseChanged)
+        func isRefresh(_ a: ClientAction) -> Bool { if case .httpRequest(let r, _) = a, case .refresh = r.kind { true } else { false } }
         h.feed(.transportFailed(Generation(1), .upgradeRefused(status: 401)))
+        var refreshes = h.takeActions().filter(isRefresh)
         h.feed(.transportFailed(Generation(2), .upgradeRefused(status: 401)))
-        let refreshes = h.takeActions().filter { if case .httpRequest(let r, _) = $0, case .refresh = r.kind { true } else { false } }
+        refreshes += h.takeActions().filter(isRefresh)
         #expect(refreshes.count == 1, "only one JWT refresh at a time")
         guard case .httpRequest(let request, _)? = refreshes.first else { return }
         h.feed(.auth(.httpResponse(request.id, status: 200, body: .token(StoredLogin(jwt: "new", expiry: .seconds(2000))))))
-        _ = h.takeActions()
+        #expect(h.takeActions() == [.auth(.tokenUpdated(StoredLogin(jwt: "new", expiry: .seconds(2000))))])
         h.advanceToNextTimer()  // the reconnect
         let next = h.takeActions().compactMap { if case .openTransport(_, _, let headers) = $0 { headers } else { nil } }.first
         #expect(next?.first == HTTPHeader("Authorization", "Bearer new"))
@@ -172,9 +179,11 @@ import Testing
     @Test func switchingRegionReplacesTheRelayAndAnOldOriginReplyCompletesNothing() throws {
         var h = ClientHarness()
         h.feed(.selectRegion(.us))
+        h.skip(.region)
         h.feed(TestIdentity.start())
+        h.skip(.openTransport, .phaseChanged)
         h.feed(.transportOpened(Generation(1)))
-        _ = h.takeActions()
+        h.skip(.phaseChanged, .send)
         h.feed(.selectRegion(.eu))
         let actions = h.takeActions()
         #expect(actions.contains(.closeTransport(Generation(1), code: 1001, reason: "region changed")))
@@ -182,9 +191,12 @@ import Testing
         // The old origin's registration reply arrives late: it completes nothing.
         h.feed(.transportFrame(Generation(1), RelayFrames.registered()))
         #expect(h.machine.phase == .connecting(Generation(2)))
+        #expect(h.takeActions().map(\.kind) == [.diagnostic], "the late reply is only noted")
         h.feed(.transportOpened(Generation(2)))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(Generation(2), RelayFrames.registered()))
         #expect(h.machine.phase == .registered(Generation(2), relaySessionId: "NEWSESSION0123456789abcdefABCDEF"))
+        h.skip(.storeResumeCredentials, .phaseChanged)
         try stopAndFinish(&h)
     }
 
@@ -192,18 +204,19 @@ import Testing
         var h = ClientHarness(identity: .available(deviceId: TestIdentity.deviceId,
                                                    login: StoredLogin(jwt: "jwt", expiry: .seconds(100))))
         h.feed(.selectRegion(.us))
+        h.skip(.region)
         h.advance(to: .seconds(5))
         let first = try #require(h.takeActions().compactMap { if case .httpRequest(let r, let o) = $0 { (r, o) } else { nil } }.first)
         #expect(first.1 == "https://api-us.plantocode.com")
         h.feed(.selectRegion(.eu))
-        _ = h.takeActions()
+        h.skip(.region)
         h.feed(.auth(.httpResponse(first.0.id, status: 200, body: .token(StoredLogin(jwt: "from-us", expiry: .seconds(5000))))))
         let actions = h.takeActions()
         #expect(!actions.isEmpty)
         #expect(actions.allSatisfy { if case .diagnostic = $0 { true } else { false } }, "the reply only yields a diagnostic: \(actions)")
         #expect(h.machine.auth.refreshInFlight != first.0.id, "the flow no longer waits on the old origin")
         #expect(h.machine.region.pendingAttemptCount <= 1, "no attempt leaks")
-        try h.finish(allowingArmedTimers: true)
+        h.finish(allowingArmedTimers: true)
     }
 
     // MARK: A10 / A11 through the machine
@@ -215,8 +228,10 @@ import Testing
         var sends: [(Moment, Generation, TimelineInterest)] = interestSends(h.takeTimedActions())
         for _ in 0..<3 {
             h.advance(by: .seconds(10))
+            sends += interestSends(h.takeTimedActions())
             h.feed(.transportFrame(g1, RelayFrames.pong))
             h.advance(by: .seconds(10))
+            sends += interestSends(h.takeTimedActions())
             h.feed(.transportFrame(g1, RelayFrames.pong))
             sends += interestSends(h.takeTimedActions())
         }
@@ -225,8 +240,9 @@ import Testing
         // Reconnect: the lease is re-issued right after the new registration.
         h.feed(.transportClosed(g1, code: 1006, reason: "reset"))
         let g2 = h.machine.lastGeneration
+        h.skip(.connectionFailed, .openTransport, .phaseChanged)
         h.feed(.transportOpened(g2))
-        _ = h.takeActions()
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(g2, RelayFrames.registered()))
         let reissued = interestSends(h.takeTimedActions())
         #expect(reissued.map(\.1) == [g2])
@@ -243,12 +259,14 @@ import Testing
         h.feed(.transportFrame(g, snapshot("left-chat", revision: 1, id: 1)))
         #expect(h.takeActions().contains { if case .ingress(.droppedSnapshot(_, _, .notLeased)) = $0 { true } else { false } })
         h.feed(.interest(.claim(ClaimID(1), baseSessionId: "open-chat")))
-        _ = h.takeActions()
-        h.feed(.transportFrame(g, snapshot("open-chat", revision: 1, id: 2)))
-        h.feed(.transportFrame(g, snapshot("open-chat", revision: 2, id: 3)))
-        h.feed(.transportFrame(g, snapshot("open-chat", revision: 3, id: 4)))
-        h.feed(.transportFrame(g, RelayFrames.event("job:created", payload: ["jobId": "j", "sessionId": "s"], eventId: 5)))
-        let actions = h.takeActions()
+        h.skip(.send)
+        var actions: [ClientAction] = []
+        for frame in [snapshot("open-chat", revision: 1, id: 2), snapshot("open-chat", revision: 2, id: 3),
+                      snapshot("open-chat", revision: 3, id: 4),
+                      RelayFrames.event("job:created", payload: ["jobId": "j", "sessionId": "s"], eventId: 5)] {
+            h.feed(.transportFrame(g, frame))
+            actions += h.takeActions()
+        }
         let delivered = actions.compactMap { if case .ingress(.deliverSnapshot(let s)) = $0 { s.revision } else { nil } }
         #expect(delivered == [1], "one at a time")
         #expect(actions.contains { if case .ingress(.deliverControl(let e)) = $0 { e.eventType == "job:created" } else { false } },
@@ -257,7 +275,6 @@ import Testing
         let next = h.takeActions().compactMap { if case .ingress(.deliverSnapshot(let s)) = $0 { s.revision } else { nil } }
         #expect(next == [3], "the newest replaced the waiting one")
         h.feed(.snapshotProcessed)
-        _ = h.takeActions()
         try stopAndFinish(&h)
     }
 
@@ -266,7 +283,7 @@ import Testing
         h.feed(.desktopMediaPlaying(true))  // keep the socket, so only interest changes
         let g = h.connectAndRegister()
         h.feed(.interest(.claim(ClaimID(1), baseSessionId: "chat")))
-        _ = h.takeActions()
+        h.skip(.send)
         h.feed(.appState(.inactive))
         #expect(interestSends(h.takeTimedActions()).map(\.2.active) == [false])
         h.feed(.appState(.background))
@@ -292,10 +309,13 @@ import Testing
             guard let retry = h.armedTimers.first(where: { if case .interest(.retry) = $0.id { true } else { false } }) else { break }
             delays.append((retry.deadline - failedAt).seconds)
             h.advance(to: retry.deadline)
-            h.feed(.transportFrame(g, RelayFrames.pong))
             frame = try #require(h.takeActions().compactMap { if case .send(_, let f, _) = $0 { f } else { nil } }.first)
+            h.feed(.transportFrame(g, RelayFrames.pong))
         }
         #expect(delays.count == 4)
+        let gaveUp = h.takeActions()
+        #expect(gaveUp.count == 1 && gaveUp.allSatisfy { if case .diagnostic(.interestGaveUp(let i)) = $0 { i.sessionId == "chat" } else { false } },
+                "the fifth failure gives up, and says so: \(gaveUp)")
         for (i, (d, base)) in zip(delays, [0.25, 0.5, 1.0, 2.0]).enumerated() {
             #expect(d >= base * 0.8 - 1e-9 && d <= min(base * 1.2, 2.0) + 1e-9, "retry \(i + 1): \(d)")
         }

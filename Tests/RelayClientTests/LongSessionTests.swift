@@ -16,22 +16,34 @@ import Testing
         var interestFrames = 0
         var calls = 0
 
+        /// Answers every unread action, and the actions of the answers, until the machine is quiet.
         mutating func settle(_ h: inout ClientHarness) {
+            var pending = h.takeActions()
             var guardCount = 0
-            while h.hasUnreadActions {
+            while !pending.isEmpty {
                 guardCount += 1
                 precondition(guardCount < 10_000, "the machine and the peer are ping-ponging")
-                for action in h.takeActions() { respond(to: action, &h) }
+                if let answer = respond(to: pending.removeFirst()) {
+                    h.feed(answer)
+                    pending += h.takeActions()
+                }
             }
         }
 
-        mutating func respond(to action: ClientAction, _ h: inout ClientHarness) {
+        /// Feeds `input` (the app's side of the session) and lets the peer answer.
+        mutating func feed(_ input: ClientInput, _ h: inout ClientHarness) {
+            h.feed(input)
+            settle(&h)
+        }
+
+        /// Records `action` and returns the peer's answer to it, if it has one.
+        mutating func respond(to action: ClientAction) -> ClientInput? {
             switch action {
             case .openTransport(let g, _, _):
                 live.insert(g)
                 maxLive = max(maxLive, live.count)
                 opened += 1
-                h.feed(.transportOpened(g))
+                return .transportOpened(g)
             case .closeTransport(let g, _, _):
                 live.remove(g)
             case .send(let g, _, _):
@@ -39,15 +51,14 @@ import Testing
                 case .register(let p)?:
                     registrations += 1
                     if p.resumeToken != nil {
-                        h.feed(.transportFrame(g, RelayFrames.resumed(sessionId: p.relaySessionId ?? "")))
-                    } else {
-                        h.feed(.transportFrame(g, RelayFrames.registered()))
+                        return .transportFrame(g, RelayFrames.resumed(sessionId: p.relaySessionId ?? ""))
                     }
+                    return .transportFrame(g, RelayFrames.registered())
                 case .heartbeat?:
-                    h.feed(.transportFrame(g, RelayFrames.pong))
+                    return .transportFrame(g, RelayFrames.pong)
                 case .rpcRequest(let r)?:
                     calls += 1
-                    h.feed(.transportFrame(g, RelayFrames.response(id: r.id, result: ["ok": true], traceparent: r.traceparent)))
+                    return .transportFrame(g, RelayFrames.response(id: r.id, result: ["ok": true], traceparent: r.traceparent))
                 case .event(let e)? where e.eventType == "chat:timeline-interest":
                     interestFrames += 1
                 default:
@@ -56,6 +67,7 @@ import Testing
             default:
                 break
             }
+            return nil
         }
 
         /// Advances to `target`, letting the peer answer after every timer.
@@ -73,9 +85,8 @@ import Testing
         var h = ClientHarness(seed: 2024)
         var peer = AutoPeer()
         var rng = SeededRandom(seed: 99)
-        h.feed(.networkPath(.satisfied(.wifi)))
-        h.feed(TestIdentity.start(resume: TestIdentity.storedResume))
-        peer.settle(&h)
+        peer.feed(.networkPath(.satisfied(.wifi)), &h)
+        peer.feed(TestIdentity.start(resume: TestIdentity.storedResume), &h)
 
         var interface = NetworkInterface.wifi
         var claims: [ClaimID] = []
@@ -89,48 +100,45 @@ import Testing
             switch roll {
             case 0..<3:  // Wi-Fi <-> cellular
                 interface = interface == .wifi ? .cellular : .wifi
-                h.feed(.networkPath(.satisfied(interface)))
+                peer.feed(.networkPath(.satisfied(interface)), &h)
                 counts["switch", default: 0] += 1
             case 3..<5:  // lose the path for a while
-                h.feed(.networkPath(.unsatisfied))
-                peer.settle(&h)
+                peer.feed(.networkPath(.unsatisfied), &h)
                 peer.advance(&h, to: h.now + .seconds(Double(5 + rng.next(upperBound: 120 as UInt64))))
-                h.feed(.networkPath(.satisfied(interface)))
+                peer.feed(.networkPath(.satisfied(interface)), &h)
                 counts["pathLoss", default: 0] += 1
             case 5..<9:  // background for a while, then back
-                h.feed(.appState(.inactive))
-                h.feed(.appState(.background))
-                peer.settle(&h)
+                peer.feed(.appState(.inactive), &h)
+                peer.feed(.appState(.background), &h)
                 peer.advance(&h, to: h.now + .seconds(Double(5 + rng.next(upperBound: 900 as UInt64))))
-                h.feed(.appState(.inactive))
-                h.feed(.appState(.active))
-                for c in claims where rng.next(upperBound: 2 as UInt64) == 0 { h.feed(.interest(.confirmVisible(c))) }
+                peer.feed(.appState(.inactive), &h)
+                peer.feed(.appState(.active), &h)
+                for c in claims where rng.next(upperBound: 2 as UInt64) == 0 { peer.feed(.interest(.confirmVisible(c)), &h) }
                 counts["background", default: 0] += 1
             case 9..<10:
-                h.feed(.desktopMediaPlaying(rng.next(upperBound: 2 as UInt64) == 0))
+                peer.feed(.desktopMediaPlaying(rng.next(upperBound: 2 as UInt64) == 0), &h)
             case 10..<20:  // open a chat
                 let c = ClaimID(nextClaim)
                 nextClaim += 1
                 claims.append(c)
-                h.feed(.interest(.claim(c, baseSessionId: "sess-\(rng.next(upperBound: 5 as UInt64))")))
+                peer.feed(.interest(.claim(c, baseSessionId: "sess-\(rng.next(upperBound: 5 as UInt64))")), &h)
                 counts["claim", default: 0] += 1
             case 20..<28:  // close a chat
                 if !claims.isEmpty {
-                    h.feed(.interest(.release(claims.remove(at: Int(rng.next(upperBound: UInt64(claims.count)))))))
+                    peer.feed(.interest(.release(claims.remove(at: Int(rng.next(upperBound: UInt64(claims.count)))))), &h)
                 }
             case 28..<45:  // a call
                 let method = ["session.list", "job.list", "system.ping", "files.search"][Int(rng.next(upperBound: 4 as UInt64))]
-                h.feed(.call(CallRequest(callId: CallID(nextCall), method: method)))
+                peer.feed(.call(CallRequest(callId: CallID(nextCall), method: method)), &h)
                 nextCall += 1
             case 45..<47:  // the relay drops the socket
                 if let g = h.machine.generation {
                     peer.live.remove(g)
-                    h.feed(.transportClosed(g, code: 1006, reason: "reset"))
+                    peer.feed(.transportClosed(g, code: 1006, reason: "reset"), &h)
                 }
             default:
                 break
             }
-            peer.settle(&h)
             #expect(peer.live.count <= 1, "two live generations at \(h.now): \(peer.live)")
             if peer.live.count > 1 { break }
         }
@@ -138,11 +146,10 @@ import Testing
         #expect(peer.registrations > 50 && peer.interestFrames > 100 && peer.calls > 100)
         #expect(peer.maxLive == 1)
 
-        h.feed(.stop)
-        _ = h.takeActions()
+        h.stop()
         #expect(h.machine.pendingCalls.isEmpty, "no leaked calls")
         #expect(h.machine.generation == nil, "no live generation")
         #expect(h.machine.armedTimers.isEmpty, "no leaked timers in the machine: \(h.machine.armedTimers)")
-        try h.finish()
+        h.finish()
     }
 }

@@ -20,20 +20,19 @@ import Testing
     @Test func withoutALoadedQueueCallsWaitInMemoryAsBefore() throws {
         var h = ClientHarness()
         h.feed(TestIdentity.start())
-        _ = h.takeActions()
+        h.skip(.openTransport, .phaseChanged)
         h.feed(mutation(1, key: "k1"))
         #expect(!h.takeActions().contains { if case .offlineQueue = $0 { true } else { false } })
         #expect(h.machine.pendingCalls.count == 1)
-        h.feed(.stop)
-        _ = h.takeActions()
-        try h.finish()
+        h.stop(failingCalls: [CallID(1)])
+        h.finish()
     }
 
     @Test func offlineMutationsAreQueuedConfirmedAndDrainedInOrderOneAtATime() throws {
         var h = ClientHarness()
         h.feed(.offlineQueue(.loaded([])))
         h.feed(TestIdentity.start())
-        _ = h.takeActions()
+        h.skip(.openTransport, .phaseChanged)
         h.feed(mutation(1, key: "k1"))
         let first = h.takeActions()
         #expect(first.count == 2)
@@ -41,13 +40,14 @@ import Testing
         #expect(m.idempotencyKey == "k1" && m.method == "session.rename")
         #expect(first.last == .callCompleted(CallID(1), .queued(idempotencyKey: "k1")))
         h.feed(mutation(2, key: "k2"))
+        #expect(h.takeActions().last == .callCompleted(CallID(2), .queued(idempotencyKey: "k2")))
         // A non-keyed call is not a mutation: it waits in memory as before.
         h.feed(.call(CallRequest(callId: CallID(3), method: "session.list")))
-        _ = h.takeActions()
         #expect(h.machine.offlineQueue.map(\.idempotencyKey) == ["k1", "k2"])
 
         let g = h.machine.lastGeneration
         h.feed(.transportOpened(g))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(g, RelayFrames.registered()))
         let afterRegistration = h.takeActions()
         #expect(sentKeys(afterRegistration) == ["k1"], "one at a time, in order")
@@ -58,9 +58,8 @@ import Testing
         #expect(afterFirst.contains(.offlineQueue(.markAnswered(idempotencyKey: "k1", result: ["success": true, "serverTimestamp": 1700], serverTimestamp: 1700))))
         #expect(afterFirst.contains(.offlineMutationFinished(idempotencyKey: "k1", .success(["success": true, "serverTimestamp": 1700]))))
         #expect(sentKeys(afterFirst) == ["k2"])
-        h.feed(.stop)
-        _ = h.takeActions()
-        try h.finish()
+        h.stop(failingCalls: [CallID(3)])
+        h.finish()
     }
 
     @Test func aMutationInFlightWhenItsSocketDiesIsSentAgainUnderTheSameKey() throws {
@@ -70,15 +69,16 @@ import Testing
         #expect(h.machine.offlineDraining == "k9")
         h.feed(.transportClosed(g1, code: 1006, reason: "reset"))
         let g2 = h.machine.lastGeneration
+        h.skip(.connectionFailed, .openTransport, .phaseChanged)
         h.feed(.transportOpened(g2))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(g2, RelayFrames.registered()))
         let resent = h.takeActions()
         #expect(sentKeys(resent) == ["k9"])
         #expect(resent.contains { if case .send(g2, _, _) = $0, $0.sentMessage != nil { true } else { false } })
         #expect(h.machine.offlineQueue.map(\.idempotencyKey) == ["k9"], "still queued until answered")
-        h.feed(.stop)
-        _ = h.takeActions()
-        try h.finish()
+        h.stop()
+        h.finish()
     }
 
     @Test func aRefusedMutationIsReportedAndTheQueueMovesOn() throws {
@@ -87,7 +87,9 @@ import Testing
                                       OfflineMutation(idempotencyKey: "good", method: "job.cancel", params: ["jobId": "k"], createdAt: .zero)])))
         h.feed(TestIdentity.start())
         let g = h.machine.lastGeneration
+        h.skip(.openTransport, .phaseChanged)
         h.feed(.transportOpened(g))
+        h.skip(.phaseChanged, .send)
         h.feed(.transportFrame(g, RelayFrames.registered()))
         let r = try #require(requests(h.takeActions()).first)
         h.feed(.transportFrame(g, RelayFrames.errorResponse(id: r.id, code: -32003, message: "job not found", traceparent: r.traceparent)))
@@ -95,8 +97,7 @@ import Testing
         #expect(actions.contains(.offlineQueue(.markFailed(idempotencyKey: "bad", reason: "-32003 job not found"))))
         #expect(actions.contains { if case .offlineMutationFinished("bad", .failure(.remote)) = $0 { true } else { false } })
         #expect(sentKeys(actions) == ["good"])
-        h.feed(.stop)
-        _ = h.takeActions()
-        try h.finish()
+        h.stop()
+        h.finish()
     }
 }

@@ -131,6 +131,18 @@ func corruptCopy(_ path: String) throws -> String {
         #expect(ptc[0]["session"] == "t1" && ptc[0]["dataBytes"] == 11 && ptc[0]["preview"] == "hello world")
     }
 
+    /// On a terminal (script(1) gives a pty) the default is a coloured table, unless NO_COLOR.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"),
+                   "no /usr/bin/script (util-linux) to give relaytrace a terminal"))
+    func onATerminalTheTableIsColouredUnlessNoColor() throws {
+        let path = try writeRelayTrace()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let tty = try sh("unset NO_COLOR; script -qec \"$RT frames '\(path)' --gen 2\" /dev/null")
+        #expect(tty.stdout.contains("\u{1B}[36m") && tty.stdout.contains("resumed"))
+        let ttyNo = try sh("NO_COLOR=1 script -qec \"$RT frames '\(path)' --gen 2\" /dev/null")
+        #expect(!ttyNo.stdout.contains("\u{1B}[3") && ttyNo.stdout.contains("resumed"))
+    }
+
     @Test func formatsColoursAndStdin() throws {
         let path = try writeRelayTrace()
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -153,13 +165,6 @@ func corruptCopy(_ path: String) throws -> String {
         #expect(always.stdout.contains("\u{1B}[36m"))
         let noColor = try sh("NO_COLOR=1 \"$RT\" frames '\(path)' --format table --color always")
         #expect(noColor.status == 0 && !noColor.stdout.contains("\u{1B}["))
-        // On a terminal (script(1) gives a pty) the default is a coloured table, unless NO_COLOR.
-        if FileManager.default.isExecutableFile(atPath: "/usr/bin/script") {
-            let tty = try sh("unset NO_COLOR; script -qec \"$RT frames '\(path)' --gen 2\" /dev/null")
-            #expect(tty.stdout.contains("\u{1B}[36m") && tty.stdout.contains("resumed"))
-            let ttyNo = try sh("NO_COLOR=1 script -qec \"$RT frames '\(path)' --gen 2\" /dev/null")
-            #expect(!ttyNo.stdout.contains("\u{1B}[3") && ttyNo.stdout.contains("resumed"))
-        }
         // '-' reads stdin.
         let stdin = try sh("cat '\(path)' | \"$RT\" frames - --gen 2 --format jsonl")
         #expect(stdin.status == 0)

@@ -544,52 +544,99 @@ public enum ClientDiagnostic: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Everything the client machine wants done. A driver performs them; the trace records them.
+///
+/// The machine is sans-I/O (like python-websockets' `Protocol`): it never performs anything itself, so each
+/// case below says what the driver must do with it and which input, if any, the driver feeds back. A
+/// driver performs the actions of one ``RelayClientMachine/handle(_:at:)`` call in the order they are
+/// returned, before it feeds the next input. Feeding back means calling `handle` with that input later;
+/// never from inside the performance of an action of the same batch.
 public enum ClientAction: Sendable, Hashable {
-    /// Open a socket as this generation with exactly these upgrade headers (SPEC A4).
+    /// Open a WebSocket to `url` as this generation, sending exactly these upgrade headers (SPEC A4) and no
+    /// others. The driver must then feed ``ClientInput/transportOpened(_:)`` when the upgrade completes, or
+    /// ``ClientInput/transportFailed(_:_:)`` when it is refused or the network fails; afterwards each
+    /// message it receives as ``ClientInput/transportFrame(_:_:)`` and the peer's close as
+    /// ``ClientInput/transportClosed(_:code:reason:)``, all tagged with this generation.
     case openTransport(Generation, url: String, headers: [HTTPHeader])
-    /// Send a message on this generation; `attempt` counts tries of the same message (SPEC A6).
+    /// Send this frame, byte for byte, on the socket of this generation; `attempt` counts tries of the same
+    /// message (SPEC A6). If the socket of that generation is gone, drop the frame. If the send fails, feed
+    /// ``ClientInput/sendFailed(_:frame:attempt:transient:reason:)`` with this frame and attempt (transient
+    /// for a timeout or a full buffer); the machine decides whether to retry. Nothing to feed on success.
     case send(Generation, WireFrame, attempt: Int)
-    /// Close this generation's socket with a close code and reason.
+    /// Close this generation's socket with this close code and reason, and forget it: the machine has
+    /// already retired the generation, so whatever that socket still reports is stale and may be dropped
+    /// (if fed, it is ignored with a ``ClientDiagnostic/staleGeneration(_:current:input:)`` diagnostic).
     case closeTransport(Generation, code: UInt16, reason: String)
-    /// Arm (or move) a timer to fire at `deadline`.
+    /// Arm the timer `id` to fire at `deadline` on the machine's clock, replacing any deadline it already
+    /// has (one timer per ID). When it is due, feed ``ClientInput/timerFired(_:)`` with this ID, once
+    /// (`ClientHarness` and the simulation fire ties in arming order).
     case armTimer(TimerID, deadline: Moment)
-    /// Cancel an armed timer.
+    /// Disarm the timer `id` (a no-op if it is not armed): its ``ClientInput/timerFired(_:)`` must not be
+    /// fed afterwards. Nothing to feed back.
     case cancelTimer(TimerID)
-    /// Write resume credentials under `key` as owner `ownership` (the store rejects a stale owner, A7).
+    /// Write these resume credentials to durable storage under `key`, as owner `ownership`; the store must
+    /// refuse the write when `ownership` is no longer the key's owner (SPEC A7; ``ResumeTokenStore``
+    /// implements this). Nothing to feed back; the next start reads them into ``StartParameters``.
     case storeResumeCredentials(key: String, ResumeCredentials, ownership: UInt64)
-    /// Delete the resume credentials under `key` as owner `ownership` (A7, after `invalidResume`).
+    /// Delete the resume credentials under `key`, as owner `ownership`, with the same ownership check
+    /// (A7, after `invalidResume`). Nothing to feed back.
     case clearResumeCredentials(key: String, ownership: UInt64)
-    /// A call ended.
+    /// The call ``CallRequest/callId`` ended with this outcome (a result, a JSON-RPC error or a failure):
+    /// hand it to the caller that issued the ``ClientInput/call(_:)``. It is the call's last action.
     case callCompleted(CallID, CallOutcome)
-    /// A non-final response (`isFinal: false`) for a call.
+    /// A non-final response (`isFinal: false`) for a call: hand this partial result to its caller; the
+    /// call stays pending until its ``callCompleted(_:_:)``.
     case callProgress(CallID, JSONValue)
-    /// A10: what event ingress hands the app (control events at once, snapshots one at a time, drops).
+    /// A10: hand the app what event ingress delivers. For ``IngressEffect/deliverSnapshot(_:)`` the driver
+    /// must feed ``ClientInput/snapshotProcessed`` once the UI has finished with it (the next snapshot
+    /// waits for that); control events are delivered at once; drops and rejections are for logs.
     case ingress(IngressEffect)
-    /// A1: what the identity gate wants (read the store, ready, offer or perform a reset).
+    /// A1: what the identity gate wants. For ``IdentityEffect/readIdentity`` read the identity store (off
+    /// the main thread) and feed ``ClientInput/identity(_:)`` with ``IdentityInput/identityRead(_:)``; for
+    /// ``IdentityEffect/offerResetDeviceIdentity`` show the offer and feed
+    /// ``IdentityInput/resetConfirmed`` if the user accepts; for ``IdentityEffect/resetDeviceIdentity``
+    /// delete the identity items and create a new device ID; ``IdentityEffect/ready(deviceId:login:)`` tells
+    /// the app the identity and login state are known.
     case identity(IdentityEffect)
-    /// A2: what the login / refresh flow reports (open the browser, logged in, token updated, session
-    /// ended, login failed). Its HTTP requests are ``httpRequest(_:origin:)``; its timers are `armTimer`.
+    /// A2: what the login / refresh flow reports: open the browser (``AuthEffect/openBrowser(path:pollingId:challenge:)``),
+    /// store the login or the refreshed token (``AuthEffect/loggedIn(_:)``, ``AuthEffect/tokenUpdated(_:)``;
+    /// keychain, WhenUnlockedThisDeviceOnly), show the login screen after ``AuthEffect/sessionEnded(_:)`` or
+    /// ``AuthEffect/loginFailed(_:)``. Its HTTP requests come as ``httpRequest(_:origin:)`` and its timers
+    /// as `armTimer`, so the driver performs nothing else for them here.
     case auth(AuthEffect)
-    /// A2/A3: perform this HTTP request on `origin` (the chosen region's REST origin).
+    /// A2/A3: perform this HTTP request on `origin` (the chosen region's REST origin), then feed
+    /// ``ClientInput/auth(_:)`` with ``AuthInput/httpResponse(_:status:body:)`` for its answer or
+    /// ``AuthInput/httpFailed(_:reason:)`` when there is none (network error, the driver's own timeout).
     case httpRequest(AuthRequest, origin: String)
-    /// A3: persist the chosen region, then publish it (in this order).
+    /// A3: persist the chosen region (``RegionEffect/persistRegion(_:)``, UserDefaults), then publish the
+    /// new origin to navigation state and the UI (``RegionEffect/publishRegion(_:)``), in the order given.
+    /// HTTP requests bound to the previous origin may be cancelled: the machine has already counted them as
+    /// failed, and a late answer completes nothing. Nothing to feed back.
     case region(RegionEffect)
-    /// SPEC Part B: write to the offline queue's store.
+    /// SPEC Part B: apply this write to the offline queue's durable store (enqueue, mark sent, answered or
+    /// failed). Nothing to feed back; at launch the driver feeds what the store holds as
+    /// ``ClientInput/offlineQueue(_:)``.
     case offlineQueue(OfflineQueueEffect)
-    /// SPEC Part B: a queued mutation was answered or refused for good (failures are reported here).
+    /// SPEC Part B: the queued mutation under `idempotencyKey` was answered or refused for good; tell the
+    /// app (failures are reported only here).
     case offlineMutationFinished(idempotencyKey: String, CallOutcome)
-    /// Device linking: store the linked desktop (SPEC Part B `linked_devices`), and how a link ended.
+    /// Device linking: for ``LinkEffect/store(_:)`` write the linked desktop to `linked_devices` (SPEC Part
+    /// B), claim the pair's resume key, and feed ``ClientInput/link(_:)`` with
+    /// ``LinkInput/stored(ownership:storedResume:)`` or ``LinkInput/storeFailed(_:)``;
+    /// ``LinkEffect/finished(_:)`` tells the app how the link ended.
     case link(LinkEffect)
-    /// A PTC1 terminal output frame for the app.
+    /// Hand this PTC1 terminal output frame to the app's terminal view. Nothing to feed back.
     case deliverTerminalOutput(TerminalFrame)
-    /// The connection phase changed.
+    /// The connection phase changed: show it (status line, reconnect banner). Informational; the driver
+    /// must not infer socket work from it (that comes as `openTransport` and `closeTransport`).
     case phaseChanged(ConnectionPhase)
-    /// The connection of this generation was failed by the client, and why.
+    /// The client failed the connection of this generation, and why: for logs and the UI. When the socket
+    /// still exists a `closeTransport` for it follows; the reconnect comes as a timer and `openTransport`.
     case connectionFailed(Generation, ConnectionFailure)
-    /// A9: what the app should show for the desktop changed.
+    /// A9: what the app should show for the desktop changed. Informational; nothing to feed back.
     case desktopStatusChanged(DesktopStatus)
-    /// A9: a recovery epoch opened, with its deadline.
+    /// A9: a recovery epoch opened, with its deadline. Informational (the deadline is the machine's own
+    /// timer); nothing to feed back.
     case epochOpened(epoch: UInt64, reason: EpochReason, deadline: Moment)
-    /// Something was noticed and ignored.
+    /// Something was noticed and ignored: log it (the trace records it). The driver must not act on it.
     case diagnostic(ClientDiagnostic)
 }
