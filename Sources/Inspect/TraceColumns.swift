@@ -35,9 +35,14 @@ public struct TraceColumns: Sendable, Hashable {
     /// `object` (a JSON object; anything else is returned as it is) with `trace` and `traceId` added.
     public func tagged(_ object: JSONValue) -> JSONValue {
         guard case .object(var o) = object else { return object }
+        tag(&o)
+        return .object(o)
+    }
+
+    /// Adds `trace` and `traceId` to the members `o`.
+    func tag(_ o: inout [String: JSONValue]) {
         o["trace"] = .string(trace)
         o["traceId"] = traceId.map { .string($0) } ?? .null
-        return .object(o)
     }
 }
 
@@ -47,7 +52,9 @@ extension InspectedRecord {
     /// text as recorded when it is JSON (the record has `json`), else null, so an engine can read it
     /// with its own JSON functions instead of guessing a type for `json`.
     public func exportLine(_ columns: TraceColumns) -> JSONValue {
-        guard case .object(var o) = columns.tagged(jsonLine) else { return jsonLine }
+        let line = jsonLine
+        guard case .object(var o) = line else { return line }
+        columns.tag(&o)
         o["ts"] = columns.ts(record.time)
         o["payload"] = o["json"] != nil ? .string(record.payloadText) : .null
         return .object(o)

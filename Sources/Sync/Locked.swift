@@ -1,4 +1,4 @@
-import Synchronization
+public import Synchronization
 
 /// A value behind a lock: `Synchronization.Mutex`, in a class so that closures and threads can share it,
 /// and visible to ThreadSanitizer.
@@ -14,15 +14,16 @@ import Synchronization
 /// lock lives inline in that object rather than in a second allocation; a subclass adds only immutable,
 /// `Sendable` stored properties (which is what makes the unchecked `Sendable` hold).
 open class Locked<Value: ~Copyable>: @unchecked Sendable {
-    private let mutex: Mutex<Value>
+    @usableFromInline let mutex: Mutex<Value>
 
     /// A lock holding `value`.
     public init(_ value: consuming sending Value) {
         mutex = Mutex(value)
     }
 
-    /// Runs `body` with the value while holding the lock (blocking until it is free).
-    @inline(__always)
+    /// Runs `body` with the value while holding the lock (blocking until it is free). Inlinable, as
+    /// `Mutex.withLock` is: the trace writer takes it once per record.
+    @inlinable
     public final func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
@@ -37,7 +38,7 @@ open class Locked<Value: ~Copyable>: @unchecked Sendable {
     }
 
     /// Runs `body` with the value if the lock is free now; nil (without running it) if it is held.
-    @inline(__always)
+    @inlinable
     public final func withLockIfAvailable<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result? {
@@ -55,6 +56,6 @@ open class Locked<Value: ~Copyable>: @unchecked Sendable {
 #if RELAYTRACE_TSAN
 // ThreadSanitizer's annotation interface (compiler-rt, tsan_interface.h), present in a binary built with
 // -sanitize=thread.
-@_silgen_name("__tsan_acquire") private func tsanAcquire(_ address: UnsafeMutableRawPointer)
-@_silgen_name("__tsan_release") private func tsanRelease(_ address: UnsafeMutableRawPointer)
+@usableFromInline @_silgen_name("__tsan_acquire") func tsanAcquire(_ address: UnsafeMutableRawPointer)
+@usableFromInline @_silgen_name("__tsan_release") func tsanRelease(_ address: UnsafeMutableRawPointer)
 #endif
