@@ -5,12 +5,15 @@
 import Foundation
 import PackageDescription
 
-/// How `relaytrace` is linked on Linux: Swift and Foundation statically, position-dependent (see the
-/// target below), unless RELAYTRACE_DYNAMIC_LINK=1 asks for the toolchain's default, the baseline that
-/// tools/bench-start.sh measures against.
+/// How `relaytrace` is linked on Linux: Swift, Foundation, libstdc++ and the C libraries that Debian ships
+/// as archives (OpenSSL, zstd, SQLite: tools/static-libs) statically, position-dependent (see the target
+/// below), unless RELAYTRACE_DYNAMIC_LINK=1 asks for the toolchain's default, the baseline that
+/// tools/bench-start.sh measures against. (The system libraries carry no pkg-config: its
+/// `-L/usr/lib/x86_64-linux-gnu` would come before tools/static-libs and pick the shared ones.)
 let staticBinary: [LinkerSetting] =
     ProcessInfo.processInfo.environment["RELAYTRACE_DYNAMIC_LINK"] == "1" ? [] :
-    [.unsafeFlags(["-static-stdlib", "-Xclang-linker", "-no-pie", "-use-ld=lld"], .when(platforms: [.linux]))]
+    [.unsafeFlags(["-static-stdlib", "-Xclang-linker", "-no-pie", "-use-ld=lld",
+                   "-L" + Context.packageDirectory + "/tools/static-libs"], .when(platforms: [.linux]))]
     + ["CoreFoundation", "_FoundationCollections", "_FoundationCShims", "_FoundationICU"].map { .linkedLibrary($0, .when(platforms: [.linux])) }
 
 let strict: [SwiftSetting] = [
@@ -51,10 +54,10 @@ let package = Package(
     ],
     targets: [
         // C libraries from Debian -dev packages (installed by tools/setup.sh).
-        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
-        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        .systemLibrary(name: "CZstd", providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(name: "COpenSSL", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CQRencode", providers: [.apt(["libqrencode-dev"])]),
         // epoll and eventfd (Linux, libc6-dev), which Swift's Glibc module does not export: the event loop.
         .systemLibrary(name: "CEpoll", providers: [.apt(["libc6-dev"])]),
 

@@ -28,6 +28,8 @@ export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 history_size=4 supp
 export RELAYTRACE_DYNAMIC_LINK=1
 # Leak checking stays on: a leak in our code is a finding too.
 export ASAN_OPTIONS="halt_on_error=0 detect_leaks=1 ${ASAN_OPTIONS:-}"
+# Globals initialised once and kept to the end are not leaks (tools/lsan.supp says which).
+export LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp print_suppressions=0 ${LSAN_OPTIONS:-}"
 status=0
 for s in "${sanitizers[@]}"; do
     path=.build/sanitize-$s

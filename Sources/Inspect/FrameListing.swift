@@ -1,5 +1,6 @@
 public import RelayProtocol
 public import Trace
+import Sync
 
 /// The records `relaytrace frames` lists for a filter, by two routes that give the same records.
 ///
@@ -38,6 +39,10 @@ public enum FrameListing {
     enum Piece<T: Sendable>: Sendable {
         case done(UInt64, T)
         case pending(InspectedRecord, mayMatch: Bool)
+        /// A record that may pass or correlate, copied out but not built: the chunks decoded before the
+        /// caller's thread has any output are handed over like this, so the first record is built and
+        /// written as soon as its chunk is decompressed instead of after the whole chunk is rendered.
+        case raw(UInt64, TraceRecord, mayMatch: Bool, mayCorrelate: Bool)
     }
 
     /// The fast route (same records, same order, same error as ``plain(_:_:render:_:)`` on the chunks it
@@ -55,14 +60,22 @@ public enum FrameListing {
         plan.since = filter.since
         plan.until = filter.until
         plan.wants = { c, s in filter.chunkMayMatch(c, s) || (correlate && FrameFilter.chunkMayCorrelate(s)) }
+        // True until the caller's thread has the first chunk's output: the chunks workers take up before
+        // then come back raw (see `Piece.raw`), at most about one per worker.
+        let opening = Locked(true)
         let scanner = TraceScanner(reader: reader, plan: plan) { chunk, view -> [Piece<T>] in
             var out: [Piece<T>] = []
+            let raw = opening.withLock { $0 }
             for i in 0..<view.count {
                 let v = view[i]
                 let may = test.mayMatch(v)
                 let inWindow = since.map { v.time >= $0 } ?? true
                 let mayCorrelate = correlate && inWindow && FrameFilter.mayCorrelate(v)
                 guard may || mayCorrelate else { continue }
+                if raw {
+                    out.append(.raw(chunk.firstRecord + UInt64(i), v.record, mayMatch: may, mayCorrelate: mayCorrelate))
+                    continue
+                }
                 let rec = InspectedRecord(number: chunk.firstRecord + UInt64(i), record: v.record, deferringJSON: !may)
                 if mayCorrelate && RpcCorrelator.isRelevant(rec) {
                     out.append(.pending(rec, mayMatch: may))
@@ -75,12 +88,18 @@ public enum FrameListing {
         var correlator = RpcCorrelator()
         do {
             while let (_, pieces) = try scanner.next() {
+                opening.withLock { $0 = false }
                 for p in pieces {
                     switch p {
                     case .done(let n, let t):
                         if !body(n, t) { return (nil, scanner.problems) }
                     case .pending(var rec, let may):
                         correlator.correlate(&rec)
+                        if may && filter.matches(rec), !body(rec.number, render(rec)) { return (nil, scanner.problems) }
+                    case .raw(let n, let record, let may, let mayCorrelate):
+                        // What a worker would have done with it, in the same order.
+                        var rec = InspectedRecord(number: n, record: record, deferringJSON: !may)
+                        if mayCorrelate && RpcCorrelator.isRelevant(rec) { correlator.correlate(&rec) }
                         if may && filter.matches(rec), !body(rec.number, render(rec)) { return (nil, scanner.problems) }
                     }
                 }

@@ -13,7 +13,12 @@ import Darwin
 final class Output {
     private let fd: Int32
     private var buffer: [UInt8] = []
-    private let limit = 64 * 1024
+    /// The buffer is written out when it holds this many bytes. It starts at one byte and doubles with
+    /// every write-out up to 64 KiB: the first record of a listing reaches the terminal (or `| head`)
+    /// as soon as it is made, a reader that went away is noticed within a few kilobytes, and a long
+    /// listing still goes out in 64 KiB writes (17 more write calls per output, whatever its size).
+    private var limit = 1
+    private static let maxLimit = 64 * 1024
     /// What the output is, for messages: `standard output`, `standard error` or the file's path.
     let name: String
     /// True after a write failed.
@@ -27,7 +32,7 @@ final class Output {
         self.fd = fd
         self.name = name
         self.owned = owned
-        buffer.reserveCapacity(limit + 4096)
+        buffer.reserveCapacity(Self.maxLimit + 4096)
     }
 
     /// Appends `text` (no newline added).
@@ -53,6 +58,7 @@ final class Output {
             buffer.removeAll(keepingCapacity: true)
             return
         }
+        limit = min(limit * 2, Self.maxLimit)
         var done = 0
         buffer.withUnsafeBytes { b in
             while done < b.count {
