@@ -80,7 +80,7 @@ let package = Package(
         // The watch link's real transport: UDP datagrams on loopback (POSIX sockets).
         .target(name: "WatchNet", dependencies: ["WatchLink"], swiftSettings: strict),
         // Watch + phone on virtual time over a seeded lossy datagram channel; `simulate --scenario watch-*`.
-        .target(name: "WatchSimulation", dependencies: ["WatchCapture", "WatchLink", "Simulation", "Trace", "RelayProtocol"], swiftSettings: strict),
+        .target(name: "WatchSimulation", dependencies: ["WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // The phone's offline action queue and caches in SQLite (SPEC Part B), schema migrations.
         .target(name: "OfflineQueue", dependencies: ["CSQLite"], swiftSettings: strict),
         // QR symbols of link codes (libqrencode) for the terminal (half blocks) and as PNG (written here).
@@ -109,7 +109,7 @@ let package = Package(
         .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol", "WireReplay", "SpecCheck"], swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
-        .target(name: "Runtime", dependencies: ["Sync", "Net", "WebSocket", "WireRecording", "WireReplay", "Capture", "Simulation", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
+        .target(name: "Runtime", dependencies: ["Sync", "Net", "WebSocket", "WireRecording", "WireReplay", "Capture", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], swiftSettings: strict),
         // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
         .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.

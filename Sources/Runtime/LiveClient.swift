@@ -4,7 +4,6 @@ import OfflineQueue
 public import Net
 public import RelayClient
 public import RelayProtocol
-public import Simulation
 import Synchronization
 import WebSocket
 

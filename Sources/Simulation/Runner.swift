@@ -5,19 +5,6 @@ public import RelayClient
 public import RelayProtocol
 import Trace
 
-/// One scripted input from the app's UI (a call, a claim, a lifecycle change) at a moment of virtual time.
-public struct ScenarioStep: Sendable, Hashable {
-    /// When.
-    public var at: Moment
-    /// What the UI hands the client.
-    public var input: ClientInput
-    /// Creates a step.
-    public init(at: Moment, _ input: ClientInput) {
-        self.at = at
-        self.input = input
-    }
-}
-
 /// How a simulation is set up.
 public struct SimulationSetup: Sendable {
     /// The seed of everything: the client's generator, and (derived from it) the relay's, the desktop's
@@ -67,19 +54,6 @@ public struct SimulationSetup: Sendable {
         self.client = client
         self.steps = steps
         self.faults = faults
-    }
-}
-
-/// When and how the simulated user links a desktop.
-public struct SimulatedLink: Sendable, Hashable {
-    /// When the code is entered.
-    public var at: Moment
-    /// Scanned from the QR (true) or typed (false).
-    public var scanned: Bool
-    /// Creates one.
-    public init(at: Moment, scanned: Bool) {
-        self.at = at
-        self.scanned = scanned
     }
 }
 

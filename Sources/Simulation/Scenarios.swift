@@ -248,25 +248,12 @@ public enum SimulationIdentity {
     /// The simulated phone's desktop (the one a linking scenario links).
     public static let desktopId = "9a7e2c1d-3b4f-4e5a-8c6d-7f8091a2b3c4"
 
-    /// The wall-clock start written into simulated traces (the development relay's clock origin), so the
-    /// same seed writes the same bytes.
-    public static let wallClockStart = "2026-01-15T12:00:00.000Z"
+    /// The wall-clock start written into simulated traces (``TraceWriterOptions/simulatedWallClockStart``).
+    public static let wallClockStart = TraceWriterOptions.simulatedWallClockStart
 
-    /// Writer options for simulated traces: lossless (the simulation waits for the writer) and chunked by
-    /// capture time only, with a redaction key derived from the seed — deterministic bytes.
+    /// Writer options for simulated traces (``TraceWriterOptions/simulated(seed:overwrite:)``).
     public static func writerOptions(seed: UInt64, overwrite: Bool) -> TraceWriterOptions {
-        var o = TraceWriterOptions()
-        o.blockWhenFull = true
-        o.wallClockFlush = false
-        // A simulation can be run again, so it needs no crash-safety flushes: chunks close at 1 MiB or
-        // after a minute of capture time, which keeps them large and the file small.
-        o.flushInterval = .seconds(60)
-        o.overwrite = overwrite
-        // The same run makes the same file again: a trace cut short by a write error is removed.
-        o.removeIncompleteFile = true
-        var rng = SeededRandom(seed: seed ^ 0x5245_4441_4354_4B59)
-        o.redactionKey = rng.bytes(32)
-        return o
+        TraceWriterOptions.simulated(seed: seed, overwrite: overwrite)
     }
 }
 

@@ -1,5 +1,4 @@
 import RelayProtocol
-import Simulation
 public import Trace
 import WatchCapture
 
@@ -51,8 +50,8 @@ public enum WatchScenarioRunner {
         let setup = scenario.setup(seed: seed, duration: duration)
         let capture = try WatchChannelCapture(
             path: path, seed: seed, identity: ["watch": "Simulated Apple Watch", "phone": "Simulated iPhone"],
-            wallClockStart: SimulationIdentity.wallClockStart, simulated: true,
-            options: SimulationIdentity.writerOptions(seed: seed, overwrite: overwrite),
+            wallClockStart: TraceWriterOptions.simulatedWallClockStart, simulated: true,
+            options: TraceWriterOptions.simulated(seed: seed, overwrite: overwrite),
             extra: ["scenario": .string(scenario.name), "duration": .int(setup.duration.nanoseconds)])
         var sim = WatchSimulation(setup: setup, capture: capture)
         let result = sim.run()

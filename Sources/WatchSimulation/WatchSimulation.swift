@@ -33,7 +33,7 @@ public struct WatchSimulationSetup: Sendable {
     public var exercises = 5
     /// The time between two set taps (jittered by 25 %): a set plus its rest, at a human pace.
     public var setPace: Duration = .seconds(80)
-    /// The wall clock at the start, ms since the epoch (2026-01-15T12:00:00Z, as ``SimulationIdentity``).
+    /// The wall clock at the start, ms since the epoch (2026-01-15T12:00:00Z, as ``Trace/TraceWriterOptions/simulatedWallClockStart``).
     public var wallClockStartMilliseconds: UInt64 = 1_768_478_400_000
 
     /// A set-up with the defaults above.
