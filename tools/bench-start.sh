@@ -25,7 +25,7 @@ timeit() {
         "$@" >/dev/null 2>&1
         t1=$(date +%s%N)
         echo $(( t1 - t0 ))
-    done | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f %.2f", a[int((NR + 1) / 2)] / 1e6, a[1] / 1e6 }'
+    done | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f %.2f\n", a[int((NR + 1) / 2)] / 1e6, a[1] / 1e6 }'
 }
 echo "== $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run; $RUNS runs each"
 echo "static:  $(stat -c %s "$STATIC") bytes, $(ldd "$STATIC" | wc -l) shared objects"

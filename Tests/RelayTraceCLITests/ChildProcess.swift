@@ -105,10 +105,16 @@ final class Child {
 
     /// Starts `executable` with `arguments`; `environment` adds to (or overrides) this process's.
     init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // Extra variables go through env(1) rather than `Process.environment`: with an environment of
+        // its own, Foundation's Process left that environment (a dictionary of every variable, 185 kB for
+        // two children) allocated and unreachable at exit, which LeakSanitizer reported
+        // (tools/sanitize.sh address; docs/BENCHMARKS.md, "Sanitizers").
+        if environment.isEmpty {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" } + [executable] + arguments
         }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
