@@ -12,6 +12,7 @@ if [ ! -x /usr/bin/time ]; then
     SUDO=""; if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq time >/dev/null
 fi
+[ -n "${EPOCHREALTIME:-}" ] || { echo "bench: needs bash 5 (EPOCHREALTIME)" >&2; exit 1; }
 for tool in zstd jq; do command -v $tool >/dev/null || { echo "bench: $tool is missing (tools/setup.sh installs it)" >&2; exit 1; }; done
 swift build -c release --product relaytrace-bench >/dev/null
 swift build -c release --product relaytrace >/dev/null
@@ -29,26 +30,31 @@ MID1=$(awk -v m="$MID" 'BEGIN { printf "%.1f", m + 1 }')
 NMID=$("$RT" info "$T" --format json | jq -r '.records / 2 | floor')
 
 # best SECONDS RSS_KB of RUNS runs of "$@" (stdout to /dev/null); sets B_S and B_RSS. The wall time is
-# read from the nanosecond clock around the run (GNU time's %e has 10 ms steps), so it includes starting
-# the process; the peak RSS is GNU time's. MAX_RSS keeps the largest peak of every relaytrace command.
+# bash's EPOCHREALTIME (microseconds, read without starting a process) around each run, so it includes
+# starting the command and nothing else; the peak RSS comes from one more run under GNU time (whose own
+# fork and exec would otherwise count as the command's). MAX_RSS keeps the largest peak of every
+# relaytrace command. `measure_fn NAME` times a shell function the same way (no RSS).
 MAX_RSS=0
-measure() {
-    B_S=1e9; B_RSS=0
+best_of_runs() {
+    B_S=1e9
     for _ in $(seq "$RUNS"); do
         local t0 t1
-        t0=$(date +%s%N)
-        /usr/bin/time -f "%e %M" -o "$TMP/t" "$@" >/dev/null 2>"$TMP/err" || { echo "bench: '$*' failed: $(cat "$TMP/err")" >&2; exit 1; }
-        t1=$(date +%s%N)
-        read -r _ rss < <(tail -1 "$TMP/t")
-        s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
-        B_S=$(awk -v a="$B_S" -v b="$s" 'BEGIN { print (b < a) ? b : a }')
-        B_RSS=$(awk -v a="$B_RSS" -v b="$rss" 'BEGIN { print (b > a) ? b : a }')
+        t0=$EPOCHREALTIME
+        "$@" >/dev/null 2>"$TMP/err" || { echo "bench: '$*' failed: $(cat "$TMP/err")" >&2; exit 1; }
+        t1=$EPOCHREALTIME
+        B_S=$(awk -v a="$t0" -v b="$t1" -v m="$B_S" 'BEGIN { s = b - a; printf "%.4f", (s < m) ? s : m }')
     done
 }
+measure() {
+    /usr/bin/time -f "%M" -o "$TMP/t" "$@" >/dev/null 2>"$TMP/err" || { echo "bench: '$*' failed: $(cat "$TMP/err")" >&2; exit 1; }
+    B_RSS=$(tail -1 "$TMP/t")
+    best_of_runs "$@"
+}
+measure_fn() { B_RSS=0; best_of_runs "$@"; }
 rt_measure() { measure "$@"; MAX_RSS=$(awk -v a="$MAX_RSS" -v b="$B_RSS" 'BEGIN { print (b > a) ? b : a }'); }
 
 
-measure zstd -q -dc "$T"; ZSTD=$B_S
+measure_fn zstd -q -dc "$T"; ZSTD=$B_S
 echo "zstd -dc FILE > /dev/null (baseline)       $ZSTD s"
 measure "$RT" verify "$T"; echo "verify                                     $B_S s, peak RSS $((B_RSS / 1024)) MiB"
 
@@ -61,7 +67,7 @@ row() {  # label, seconds, rss, jq seconds or -
 
 # The JSONL export, compressed, is what the jq baselines read.
 "$RT" export "$T" --format jsonl -o - | zstd -q -3 -T1 -o "$TMP/x.jsonl.zst"
-jq_time() { measure sh -c "zstd -q -dc '$TMP/x.jsonl.zst' | jq -c '$1'"; echo "$B_S"; }
+jq_time() { measure_fn sh -c "zstd -q -dc '$TMP/x.jsonl.zst' | jq -c '$1'"; echo "$B_S"; }
 JQ_TYPE=$(jq_time 'select(.type == "heartbeat")')
 JQ_GREP=$(jq_time 'select(tojson | contains("session.list"))')
 JQ_WIN=$(jq_time "select(.t >= $MID and .t <= $MID1)")
@@ -75,7 +81,25 @@ rt_measure "$RT" frames "$T" --since "$MID" --until "$MID1" --type heartbeat; ro
 rt_measure "$RT" stats "$T" --since "$MID" --until "$MID1"; row "stats --since $MID --until $MID1" "$B_S" "$B_RSS" "-"
 rt_measure "$RT" show "$T" "$NMID"; SHOW=$B_S; row "seek: show $NMID (the middle record)" "$B_S" "$B_RSS" "-"
 # The seek itself: the window's first record on the terminal (`| head -n 1` closes the pipe after it).
-measure sh -c "'$RT' frames '$T' --since $MID --until $MID1 | head -n 1"; FIRST=$B_S; row "seek: the window's first record (| head -n 1)" "$B_S" "$B_RSS" "-"
+# The seek itself: the window's first record in the hands of the reader, from starting relaytrace to the
+# first line read back (a process substitution: the clock stops when the line arrives, not when relaytrace
+# has noticed the closed pipe and exited; it is reaped outside the timed part).
+FIRST=1e9
+for _ in $(seq "$RUNS"); do
+    t0=$EPOCHREALTIME
+    IFS= read -r line < <("$RT" frames "$T" --since "$MID" --until "$MID1")
+    t1=$EPOCHREALTIME
+    wait $! 2>/dev/null || true
+    [ -n "$line" ] || { echo "bench: no first record from the window" >&2; exit 1; }
+    FIRST=$(awk -v a="$t0" -v b="$t1" -v m="$FIRST" 'BEGIN { s = b - a; printf "%.4f", (s < m) ? s : m }')
+done
+row "seek: the window's first record, read back" "$FIRST" 0 "-"
+# The same through `| head -n 1`: until relaytrace has seen the closed pipe and both have exited.
+first_record() { "$RT" frames "$T" --since "$MID" --until "$MID1" | head -n 1; }
+measure_fn first_record; row "  the same, until | head -n 1 and relaytrace exit" "$B_S" 0 "-"
+# What starting any process costs in this harness: the floor under the two seek rows.
+measure_fn /bin/true; row "(baseline: /bin/true, process start alone)" "$B_S" 0 "-"
+measure_fn "$RT" --version; row "(baseline: relaytrace --version)" "$B_S" 0 "-"
 rt_measure env RELAYTRACE_SCAN_WORKERS=0 "$RT" frames "$T" --type heartbeat --format jsonl; row "frames --type heartbeat, plain reader" "$B_S" "$B_RSS" "$JQ_TYPE"
 rt_measure env RELAYTRACE_SCAN_WORKERS=1 "$RT" frames "$T" --type heartbeat --format jsonl; row "frames --type heartbeat, 1 decoding thread" "$B_S" "$B_RSS" "$JQ_TYPE"
 measure "$RT" info "$T"; row "info" "$B_S" "$B_RSS" "-"

@@ -5,7 +5,7 @@
 #   tools/fuzz.sh list                                       the targets
 #   tools/fuzz.sh all [SECONDS]                              every target in turn, SECONDS each
 #
-# Builds Sources/relaytrace-fuzz (and everything it calls) in release mode with SanitizerCoverage
+# Builds Sources/Apps/relaytrace-fuzz (and everything it calls) in release mode with SanitizerCoverage
 # (inline 8-bit counters, PC table, comparison tracing) and AddressSanitizer into .build/fuzz, linked
 # with libFuzzer's no-main runtime from the Swift toolchain; the driver hands TARGET's body to
 # LLVMFuzzerRunDriver. The corpus grows in .build/fuzz/corpus/TARGET (seeded from fuzz/corpus/TARGET,

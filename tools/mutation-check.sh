@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutation check of the client's constants: in a scratch clone of HEAD, change each SPEC constant in
-# Sources/RelayClient/ClientConstants.swift, rebuild, and run the client's tests; every change must turn at
+# Sources/Core/RelayClient/ClientConstants.swift, rebuild, and run the client's tests; every change must turn at
 # least one test red ("killed"). Slow (one build per mutation); not part of the test command.
 # Usage: tools/mutation-check.sh
 set -euo pipefail
@@ -9,7 +9,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/relaytrace-mutants.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 git clone -q . "$work/repo"
 cd "$work/repo"
-F=Sources/RelayClient/ClientConstants.swift
+F=Sources/Core/RelayClient/ClientConstants.swift
 mutants=(
   's/handshakeTimeout: Duration = .seconds(10)/handshakeTimeout: Duration = .seconds(11)/'
   's/sendRetryStep: Duration = .milliseconds(250)/sendRetryStep: Duration = .milliseconds(300)/'

@@ -34,7 +34,7 @@ status=0
 for s in "${sanitizers[@]}"; do
     path=.build/sanitize-$s
     log=.build/sanitize-$s.log
-    # Under ThreadSanitizer `Locked` (Sources/Sync) annotates its lock: the standard library's Mutex is
+    # Under ThreadSanitizer `Locked` (Sources/Core/Sync) annotates its lock: the standard library's Mutex is
     # invisible to it on Linux, and every access it protects would be reported.
     flags=(-Xswiftc -warnings-as-errors)
     [ "$s" = thread ] && flags+=(-Xswiftc -DRELAYTRACE_TSAN)

@@ -72,6 +72,10 @@ public final class TraceScanner<Output: Sendable> {
     /// A summary frame to check once the chunk before it has been handed out.
     private var deferred: Item?
     private var started = false
+    /// Whether a chunk's output has been handed out yet: until then only one chunk is decoded ahead, so
+    /// the first one (what a seek waits for) has the processor to itself instead of sharing it with the
+    /// chunks after it.
+    private var opened = false
 
     private enum Item {
         /// A chunk: its job's slot (nil when it is outside the window), whether it is decoded, the walk after
@@ -207,6 +211,7 @@ public final class TraceScanner<Output: Sendable> {
                             walk = afterSummary
                         }
                     }
+                    opened = true
                     return (info, output)
                 }
             case .summaryMismatch:
@@ -271,7 +276,7 @@ public final class TraceScanner<Output: Sendable> {
 
     /// Walks ahead, submitting chunk jobs, while the bounds allow.
     private func fill() {
-        let depth = 2 * max(1, plan.workers) + 1
+        let depth = opened ? 2 * max(1, plan.workers) + 1 : 1
         var ahead = walk
         if let last = items.last { ahead = Self.walkAfter(last) ?? ahead }
         while !walkerDone && items.count < depth && (bytesInFlight < plan.maxBytesInFlight || items.isEmpty) {

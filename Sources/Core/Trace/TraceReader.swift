@@ -73,6 +73,9 @@ public final class TraceReader {
     /// The sequence number of the chunk whose records are in `pending` (its summary frame is checked
     /// against them).
     private var pendingSequence: UInt32?
+    /// The chunk whose decompressed bytes `chunkBuffer` and `recordStarts` hold (its summary frame, which
+    /// the walk reads next, is checked against them, also when a seek copied out only some records).
+    private var bufferSequence: UInt32?
     private var scanned: [TraceChunkInfo] = []
     private var failure: TraceError?
     private var chunkTableCache: [TraceChunkInfo]?
@@ -251,9 +254,15 @@ public final class TraceReader {
 
     /// Checks a summary frame against the records of the chunk it follows (decoded just before).
     private func checkSummary(_ summary: TraceChunkSummary, of chunk: TraceChunkInfo, at offset: UInt64) throws(TraceError) {
-        guard pendingSequence == chunk.sequence else { return }
+        guard pendingSequence == chunk.sequence, bufferSequence == chunk.sequence else { return }
         var b = TraceChunkSummary.Builder()
-        for r in pending { b.add(r) }
+        chunkBuffer.withUnsafeBytes { bytes in
+            let view = TraceChunkView(bytes: UnsafeRawBufferPointer(rebasing: bytes[0..<Int(chunk.uncompressedSize)]), starts: recordStarts)
+            for i in 0..<view.count {
+                let r = view[i]
+                b.add(kind: r.kindValue, flags: r.flags, channel: r.channelValue, generation: r.generation, payload: r.payload)
+            }
+        }
         guard b.summary == summary else {
             throw TraceError(.corrupt, offset: offset, "the summary frame of chunk \(chunk.sequence) does not describe its records; the summary is damaged or was written by a faulty writer")
         }
@@ -429,13 +438,24 @@ public final class TraceReader {
 
     /// Reads, checks and decodes one chunk. Errors carry the chunk's offset.
     private func decodeChunk(_ c: TraceChunkInfo) throws(TraceError) -> ([TraceRecord], [UInt64]) {
+        let (_, records, generations) = try decodeChunk(c) { _ in 0 }
+        return (records, generations)
+    }
+
+    /// Decodes chunk `c` (every check) and copies out its records from the position `start` picks, looking
+    /// at them in place: a seek copies the records it hands out, not the whole chunk. Returns that position.
+    private func decodeChunk(_ c: TraceChunkInfo, from start: (TraceChunkView) -> Int) throws(TraceError) -> (Int, [TraceRecord], [UInt64]) {
         let frame = try readChunkFrame(c)
         statistics.chunksDecoded += 1
+        bufferSequence = nil
         let generations = try TraceReader.decodeChunkFrame(c, frame: frame, decompressor: decompressor, into: &chunkBuffer, starts: &recordStarts)
-        let records = chunkBuffer.withUnsafeBytes { b in
-            TraceChunkView(bytes: UnsafeRawBufferPointer(rebasing: b[0..<Int(c.uncompressedSize)]), starts: recordStarts).allRecords()
+        bufferSequence = c.sequence
+        let (first, records) = chunkBuffer.withUnsafeBytes { b -> (Int, [TraceRecord]) in
+            let view = TraceChunkView(bytes: UnsafeRawBufferPointer(rebasing: b[0..<Int(c.uncompressedSize)]), starts: recordStarts)
+            let first = min(max(0, start(view)), view.count)
+            return (first, view.records(from: first))
         }
-        return (records, generations)
+        return (first, records, generations)
     }
 
     /// The checks of a chunk that need no decompression (its declared sizes against the limits and the
@@ -655,22 +675,24 @@ public final class TraceReader {
         }
         let c = table[i]
         reset(position: c.offset)
-        let (records, _) = try decodeChunk(c)
-        let start = records.firstIndex { $0.time >= time } ?? records.count
-        install(c, records: records, startingAt: start)
+        let (start, records, _) = try decodeChunk(c) { view in
+            (0..<view.count).first { view[$0].time >= time } ?? view.count
+        }
+        install(c, records: records, from: start)
     }
 
     private func load(_ c: TraceChunkInfo, startingAt index: Int) throws(TraceError) {
         reset(position: c.offset)
-        let (records, _) = try decodeChunk(c)
-        install(c, records: records, startingAt: index)
+        let (start, records, _) = try decodeChunk(c) { _ in index }
+        install(c, records: records, from: start)
     }
 
-    private func install(_ c: TraceChunkInfo, records: [TraceRecord], startingAt index: Int) {
+    /// Installs the records of chunk `c` from position `first` on (`records`) as the next to hand out.
+    private func install(_ c: TraceChunkInfo, records: [TraceRecord], from first: Int) {
         walk.fromStart = false
         pending = records
-        pendingNext = index
-        pendingFirst = c.firstRecord
+        pendingNext = 0
+        pendingFirst = c.firstRecord + UInt64(first)
         pendingSequence = c.sequence
         walk.nextRecord = c.firstRecord + UInt64(c.recordCount)
         walk.nextSequence = c.sequence &+ 1

@@ -33,11 +33,11 @@ public struct TraceChunkView {
     /// The record at position `i`, with its payload copied out.
     public func record(at i: Int) -> TraceRecord { self[i].record }
 
-    /// Every record, copied out.
-    func allRecords() -> [TraceRecord] {
+    /// Every record from position `first` on, copied out.
+    func records(from first: Int = 0) -> [TraceRecord] {
         var out = [TraceRecord]()
-        out.reserveCapacity(starts.count)
-        for i in 0..<starts.count { out.append(self[i].record) }
+        out.reserveCapacity(starts.count - first)
+        for i in first..<starts.count { out.append(self[i].record) }
         return out
     }
 }
