@@ -114,6 +114,28 @@ import Testing
         #expect(plain.error?.code == .corrupt)
         #expect(plain.error?.offset == UInt64(at))
         #expect(scannedRead(lying) == plain, "a decoding scan checks it the same way")
+        // A seek into that chunk copies out only the records from the one asked for, and reading on past
+        // the chunk still checks the summary against all of its records (from the chunk's bytes).
+        let index = try #require(try TraceReader(bytes: bytes).index)
+        let chunk = index[2]
+        #expect(chunk.recordCount > 2)
+        for (what, trace, fails) in [("the lying summary", lying, true), ("the intact file", bytes, false)] {
+            let seeking = try TraceReader(bytes: trace)
+            let target = chunk.firstRecord + UInt64(chunk.recordCount) - 2
+            try seeking.seek(toRecord: target)
+            var got: [TraceEntry] = []
+            var failure: TraceError?
+            do { while let e = try seeking.next() { got.append(e) } } catch let e { failure = e }
+            #expect(got.first?.number == target, "\(what)")
+            #expect(got.first?.record == records[Int(target)], "\(what)")
+            if fails {
+                #expect(got.count == 2, "\(what): the chunk's last two records, then the summary's damage")
+                #expect(failure?.code == .corrupt && failure?.offset == UInt64(at), "\(what): \(String(describing: failure))")
+            } else {
+                #expect(failure == nil, "\(what)")
+                #expect(got.map(\.record) == Array(records[Int(target)...]), "\(what)")
+            }
+        }
         // A summary frame cut out of a file with summaries: the chunk is not followed by its summary.
         var missing = bytes
         missing.removeSubrange(at..<(at + size))
@@ -123,7 +145,6 @@ import Testing
         #expect(m.error?.message.contains("not followed by its summary") == true)
         #expect(scannedRead(missing) == m)
         // The same in an incomplete file (no trailer): its first chunk's summary says the file has them.
-        let index = try #require(try TraceReader(bytes: bytes).index)
         let trailer = try #require(try TraceReader(bytes: bytes).trailer)
         let crashed = Array(missing[..<(Int(trailer.indexOffset) - size)])
         #expect(try TraceReader(bytes: crashed).index == nil)
