@@ -71,7 +71,7 @@ public final class TraceReader {
     private var pendingNext = 0
     private var pendingFirst: UInt64 = 0
     /// The sequence number of the chunk whose records are in `pending` (its summary frame is checked
-    /// against them).
+    /// against that chunk's bytes, see `bufferSequence`).
     private var pendingSequence: UInt32?
     /// The chunk whose decompressed bytes `chunkBuffer` and `recordStarts` hold (its summary frame, which
     /// the walk reads next, is checked against them, also when a seek copied out only some records).
