@@ -80,7 +80,6 @@ rt_measure "$RT" frames "$T" --since "$MID" --until "$MID1" --format raw; row "f
 rt_measure "$RT" frames "$T" --since "$MID" --until "$MID1" --type heartbeat; row "  ... --type heartbeat" "$B_S" "$B_RSS" "-"
 rt_measure "$RT" stats "$T" --since "$MID" --until "$MID1"; row "stats --since $MID --until $MID1" "$B_S" "$B_RSS" "-"
 rt_measure "$RT" show "$T" "$NMID"; SHOW=$B_S; row "seek: show $NMID (the middle record)" "$B_S" "$B_RSS" "-"
-# The seek itself: the window's first record on the terminal (`| head -n 1` closes the pipe after it).
 # The seek itself: the window's first record in the hands of the reader, from starting relaytrace to the
 # first line read back (a process substitution: the clock stops when the line arrives, not when relaytrace
 # has noticed the closed pipe and exited; it is reaped outside the timed part).

@@ -72,9 +72,10 @@ public final class TraceScanner<Output: Sendable> {
     /// A summary frame to check once the chunk before it has been handed out.
     private var deferred: Item?
     private var started = false
-    /// Whether a chunk's output has been handed out yet: until then only one chunk is decoded ahead, so
-    /// the first one (what a seek waits for) has the processor to itself instead of sharing it with the
-    /// chunks after it.
+    /// Whether the first chunk job has come back (decoded or only checked): until then only one chunk is
+    /// in flight, so the first one (what a seek waits for) has the processor to itself instead of sharing
+    /// it with the chunks after it. Any result opens the scan, so a scan whose first chunks `wants`
+    /// refuses does not check them one at a time.
     private var opened = false
 
     private enum Item {
@@ -181,6 +182,7 @@ public final class TraceScanner<Output: Sendable> {
                     continue
                 }
                 let result = queue.wait(for: slot)
+                opened = true
                 bytesInFlight -= Int(info.uncompressedSize)
                 var before = after
                 before.cursor = info.offset
@@ -211,7 +213,6 @@ public final class TraceScanner<Output: Sendable> {
                             walk = afterSummary
                         }
                     }
-                    opened = true
                     return (info, output)
                 }
             case .summaryMismatch:
