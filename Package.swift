@@ -1,7 +1,8 @@
 // swift-tools-version: 6.0
 // RelayTrace: record-and-replay debugger for the PlanToCode relay client.
 // Targets live in one folder per layer, Sources/LAYER/TARGET, and depend only down the layers (within a
-// layer only where docs/ARCHITECTURE.md, "Layers", gives it an order; PackageLayoutTests checks both):
+// layer only where docs/ARCHITECTURE.md, "Layers", gives it an order or a foundation such as ReplayCore;
+// PackageLayoutTests checks both):
 //   System < Core < Transport < Recording < Analysis < Replaying < Drivers < Testing < Apps
 import Foundation
 import PackageDescription
@@ -34,6 +35,7 @@ let package = Package(
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "DevRelay", targets: ["DevRelay"]),
         .library(name: "Capture", targets: ["Capture"]),
+        .library(name: "ReplayCore", targets: ["ReplayCore"]),
         .library(name: "Replay", targets: ["Replay"]),
         .library(name: "Runtime", targets: ["Runtime"]),
         .library(name: "ReplayTesting", targets: ["ReplayTesting"]),
@@ -106,15 +108,18 @@ let package = Package(
         // `relaytrace check`: the SPEC's rules that can be seen on the wire, judged on any trace (machine or
         // wire); stated from the SPEC, never from the client machine (no dependency on RelayClient).
         .target(name: "SpecCheck", dependencies: ["Inspect", "Trace", "RelayProtocol"], path: "Sources/Analysis/SpecCheck", swiftSettings: strict),
-        // Strict replay, stepping, checkpoints, divergence reports.
-        .target(name: "Replay", dependencies: ["Capture", "RelayClient", "Trace", "RelayProtocol", "WireReplay", "SpecCheck"], path: "Sources/Replaying/Replay", swiftSettings: strict),
+        // What every replayer shares: stops, conditions and the pause logic, divergence reports, the records
+        // (in memory or a chunk at a time from the file), faults and ddmin shrinking, the stepping protocol.
+        .target(name: "ReplayCore", dependencies: ["Trace", "RelayProtocol"], path: "Sources/Replaying/ReplayCore", swiftSettings: strict),
+        // Strict replay of relay-client traces, stepping, checkpoints, what-if and perturbation replay.
+        .target(name: "Replay", dependencies: ["ReplayCore", "Capture", "RelayClient", "Trace", "RelayProtocol", "WireReplay", "SpecCheck"], path: "Sources/Replaying/Replay", swiftSettings: strict),
         // The live drivers: the client machine on the real clock over real WebSockets (with capture), and the
         // development relay + simulated desktop behind a real server socket.
         .target(name: "Runtime", dependencies: ["Sync", "Net", "WebSocket", "WireRecording", "WireReplay", "Capture", "DevRelay", "RelayClient", "Trace", "RelayProtocol", "COpenSSL", "OfflineQueue"], path: "Sources/Drivers/Runtime", swiftSettings: strict),
         // Strict replay of watch-channel traces, and perturbation replay: seeded faults, invariants, shrinking.
-        .target(name: "WatchReplay", dependencies: ["Replay", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], path: "Sources/Replaying/WatchReplay", swiftSettings: strict),
+        .target(name: "WatchReplay", dependencies: ["ReplayCore", "WatchCapture", "WatchLink", "Trace", "RelayProtocol"], path: "Sources/Replaying/WatchReplay", swiftSettings: strict),
         // Swift Testing helpers for replaying traces in users' test targets.
-        .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay", "WireReplay", "Runtime", "Trace"], path: "Sources/Testing/ReplayTesting", swiftSettings: strict),
+        .target(name: "ReplayTesting", dependencies: ["Replay", "WatchReplay", "RelayClient", "WireReplay", "Runtime", "Trace"], path: "Sources/Testing/ReplayTesting", swiftSettings: strict),
         // POSIX TCP, OpenSSL TLS, epoll event loops with a WebSocket server and client connections on them,
         // and the blocking WebSocket client, all over the sans-IO codec.
         .target(name: "Net", dependencies: ["Sync", "WebSocket", "COpenSSL", "CEpoll"], path: "Sources/Transport/Net", swiftSettings: strict),

@@ -1,24 +1,28 @@
 import Foundation
 import Testing
 
-/// The layers of docs/ARCHITECTURE.md ("Rooms"), bottom first: a target lives in `Sources/LAYER/NAME`
+/// The layers of docs/ARCHITECTURE.md ("Layers"), bottom first: a target lives in `Sources/LAYER/NAME`
 /// and depends only on targets of lower layers, or, in a layer with an inner order, on targets listed
-/// before it there. Read from Package.swift's text (running `swift package` inside `swift test` would
+/// before it there, or, in a layer with a foundation, on that foundation only. Read from Package.swift's text (running `swift package` inside `swift test` would
 /// wait for the build directory's lock).
 @Suite struct PackageLayoutTests {
     /// Layer name, and for the layers whose targets build on each other, that order (else empty: no
-    /// target of the layer may depend on another of it).
+    /// target of the layer may depend on another of it, except on the layer's foundation).
     static let layers: [(name: String, order: [String])] = [
         ("System", []),
         ("Core", ["Sync", "RelayProtocol", "RelayClient", "WatchLink", "Trace", "DevRelay", "OfflineQueue", "LinkQR"]),
         ("Transport", ["WebSocket", "Net", "WatchNet"]),
         ("Recording", []),
         ("Analysis", ["Inspect", "SpecCheck"]),
-        ("Replaying", []),
+        ("Replaying", []),  // foundation: ReplayCore
         ("Drivers", []),
         ("Testing", []),
         ("Apps", ["Viewer", "RelayTraceCLI", "relaytrace", "FuzzTargets", "relaytrace-fuzz", "relaytrace-bench", "relaytrace-wirebench", "relaytrace-test-fixture", "offlinequeue-test-fixture"]),
     ]
+
+    /// The layers whose targets are peers on one shared target: each may depend on it, on nothing else
+    /// of the layer.
+    static let foundations: [String: String] = ["Replaying": "ReplayCore"]
 
     struct Target {
         var name: String
@@ -67,15 +71,18 @@ import Testing
                 if theirs < own { continue }
                 let order = Self.layers[own].order
                 if theirs == own, let i = order.firstIndex(of: d), let j = order.firstIndex(of: t.name), i < j { continue }
+                if theirs == own, Self.foundations[t.layer] == d, d != t.name { continue }
                 sideways.append("\(t.name) (\(t.layer)) -> \(d) (\(layerOf[d] ?? "?"))")
             }
         }
-        // The one left (issue 19, "a replay core"): the watch replayer still builds on the relay replayer's
-        // types. Known, so it shows in every run; when it is gone, this known issue fails and goes too.
-        let known = "WatchReplay (Replaying) -> Replay (Replaying)"
-        #expect(sideways.filter { $0 != known }.isEmpty, "dependencies that do not go down: \(sideways)")
-        withKnownIssue("issue 19: WatchReplay depends on Replay until the replay core target exists") {
-            #expect(!sideways.contains(known))
+        #expect(sideways.isEmpty, "dependencies that do not go down: \(sideways)")
+        // The foundation itself depends on lower layers only.
+        for (layer, base) in Self.foundations {
+            let t = try #require(targets.first { $0.name == base && $0.layer == layer }, "\(base) is not in \(layer)")
+            let below = rank[layer] ?? 0
+            #expect(t.dependencies.allSatisfy { (layerOf[$0].flatMap { rank[$0] } ?? .max) < below }, "\(base): \(t.dependencies)")
         }
+        // Issue 19: the replay core builds on the trace format and the protocol only.
+        #expect(Set(targets.first { $0.name == "ReplayCore" }?.dependencies ?? []) == ["Trace", "RelayProtocol"])
     }
 }

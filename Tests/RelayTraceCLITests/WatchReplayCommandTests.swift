@@ -159,4 +159,20 @@ import Trace
         let paused = r.stdout.components(separatedBy: "paused before #").count - 1
         #expect(paused == 2, "paused at the fire, and again after stepping back before it: \(paused)")
     }
+
+    @Test func relayOnlyBreakConditionsAreRefusedOnAWatchTraceNotLeftNeverToHold() throws {
+        let path = try Self.simulate("watch-restart", seed: 2)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        for expr in ["method=session.list", "type=registered", "event=session-updated", "phase=registered", "gen=1"] {
+            let r = try relaytrace(["replay", path, "--break", expr])
+            #expect(r.status == 64, "\(expr): \(r.stdout)\(r.stderr)")
+            #expect(r.stderr.contains("is a watch-channel trace: break on time=, record= or timer="), "\(expr): \(r.stderr)")
+            #expect(r.stdout.isEmpty, "nothing replayed: \(r.stdout)")
+        }
+        let r = try sh("printf 'break method=session.list\nbreak timer=stalledAck\ncontinue\nquit\n' | \"$RT\" replay '\(path)' --step")
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains("error: a watch trace: break on time=, record= or timer= (stalledAck, heartbeat); 'method session.list' is for relay-client traces"), "\(r.stdout)")
+        #expect(r.stdout.contains("breakpoints: timer stalledAck\n"), "the refused one is not added: \(r.stdout)")
+        #expect(r.stdout.contains("paused before #"))
+    }
 }

@@ -44,7 +44,7 @@ import Trace
                 diverged += 1
                 #expect(d.record >= victim, "the records before #\(victim) are the recorded ones: no divergence before it (#\(d.record))")
                 #expect(!d.description.isEmpty)
-            case .paused, .damaged:
+            case .paused, .damaged, .refused:
                 Issue.record("an in-memory strict replay only finishes or diverges")
             }
             // What-if replay of the same records runs to its end whatever they say.

@@ -535,7 +535,7 @@ func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Diver
             case .diverged(let d):
                 diverged += 1
                 #expect(d.record >= victim, "no divergence before the damaged record #\(victim): #\(d.record)")
-            case .paused, .damaged:
+            case .paused, .damaged, .refused:
                 Issue.record("an in-memory watch replay only finishes or diverges")
             }
         }
@@ -576,7 +576,33 @@ func divergence(_ header: TraceHeader, _ records: [TraceRecord]) throws -> Diver
         guard case .paused(let next, _) = r.run(until: []) else { Issue.record("must pause at the next fire"); return }
         #expect(next == fires.first { $0 > fire }, "continuing from a pause goes past the condition that held there")
         r.breakpoints = []
-        #expect(r.run(until: [.messageType("registered")]) == .finished, "relay-only conditions never hold on a watch trace")
+        // Relay-only conditions are refused before anything is replayed, not left never to hold.
+        let before = r.position
+        for c: ReplayCondition<WatchReplaySnapshot> in [.messageType("registered"), .method("session.list"), .eventType("x")] {
+            guard case .refused(let what, let why) = r.run(until: [.time(.seconds(1)), c]) else { Issue.record("\(c) must be refused"); continue }
+            #expect(what == c.description && why.contains("no relay frames"))
+            #expect(r.position == before)
+        }
+        r.breakpoints = [.method("session.list")]
+        guard case .refused = r.run(until: []) else { Issue.record("a refused breakpoint refuses the run"); return }
+        r.breakpoints = []
+        #expect(r.run(until: []) == .finished)
+    }
+
+    @Test func aStateConditionReadsTheFourMachines() throws {
+        let t = try WatchTraceFile("watch-offline", seed: 4)
+        defer { t.remove() }
+        let r = try WatchReplayer(header: t.header, records: t.records)
+        guard case .paused(let at, let why) = r.run(until: [.state({ $0.phone != nil && $0.watch != nil }, "both launched")]) else {
+            Issue.record("must pause once both sides are launched"); return
+        }
+        #expect(why == "state: both launched")
+        #expect(r.watch != nil && r.phone != nil)
+        // The record before the pause is the one that launched the second side.
+        let r2 = try WatchReplayer(header: t.header, records: t.records)
+        r2.seek(to: at - 1)
+        #expect(r2.watch == nil || r2.phone == nil)
+        #expect(r.run(until: []) == .finished)
     }
 }
 

@@ -85,14 +85,14 @@ enum ReplayCommand {
     static func run(_ args: ParsedArguments, _ ctx: CLIContext) -> ExitCode {
         let path = args.positionals["file"] ?? ""
         let command = ["relaytrace", "replay"]
-        var conditions: [ReplayCondition] = []
+        var conditions: [ReplayCondition<RelayClientMachine>] = []
         if let until = args.value("until") {
             guard let ns = TimeSyntax.nanoseconds(until, bareSeconds: true) else {
                 return RelayTraceCommand.usageError(UsageError(message: "--until '\(until)' is not a time; write e.g. 12.5, 90s, 1m30s", commandPath: command), ctx)
             }
             conditions.append(.time(Moment(nanoseconds: ns)))
         }
-        var breakpoints: [ReplayCondition] = []
+        var breakpoints: [ReplayCondition<RelayClientMachine>] = []
         do throws(UsageError) {
             for text in args.array("break") { breakpoints += try parseBreakpoints(text, commandPath: command) }
         } catch {
@@ -112,11 +112,15 @@ enum ReplayCommand {
             guard !args.flag("what-if"), args.value("set") == nil else {
                 return RelayTraceCommand.usageError(UsageError(message: "\(path) is a watch-channel trace: it takes strict replay (with --until, --break, --step, --format json, --allow-incomplete) and --perturb SEED[..SEED]; --set and --what-if are for relay-client traces", commandPath: command), ctx)
             }
-            if let bad = (conditions + breakpoints).first(where: { !appliesToWatch($0) }) {
-                return RelayTraceCommand.usageError(UsageError(message: "\(path) is a watch-channel trace: break on time=, record= or timer= (stalledAck, heartbeat); '\(bad)' is for relay-client traces", commandPath: command), ctx)
+            let watchConditions: [ReplayCondition<WatchReplaySnapshot>], watchBreakpoints: [ReplayCondition<WatchReplaySnapshot>]
+            do throws(UsageError) {
+                watchConditions = try watchOnly(conditions, commandPath: command)
+                watchBreakpoints = try watchOnly(breakpoints, commandPath: command)
+            } catch {
+                return RelayTraceCommand.usageError(UsageError(message: "\(path) is a watch-channel trace: \(error.message)", commandPath: command), ctx)
             }
             return watchReplay(path: path, allowIncomplete: args.flag("allow-incomplete"), json: json, step: args.flag("step"),
-                               conditions: conditions, breakpoints: breakpoints, ctx)
+                               conditions: watchConditions, breakpoints: watchBreakpoints, ctx)
         }
         var tuning = ClientTuning.spec
         for text in args.array("set") {
@@ -186,6 +190,9 @@ enum ReplayCommand {
         case .damaged(let at, let error):
             ctx.stderr.line("Error: \(path): damaged at record #\(at) (the \(at) records before it replayed without divergence): \(error.description)")
             return RelayTraceCommand.exitCode(for: error)
+        case .refused(let condition, let why):
+            ctx.stderr.line("Error: \(path): cannot break on \(condition): \(why)")
+            return .usage
         }
     }
 
@@ -237,6 +244,10 @@ enum ReplayCommand {
             o["damage"] = ["record": .int(Int64(at)), "code": .string(error.code.rawValue),
                            "offset": error.offset.map { .int(Int64(bitPattern: $0)) } ?? .null, "message": .string(error.description)]
             code = RelayTraceCommand.exitCode(for: error)
+        case .refused(let condition, let why):
+            o["result"] = "refused"
+            o["refused"] = ["condition": .string(condition), "reason": .string(why)]
+            code = .usage
         }
         return (.object(o), code)
     }
@@ -276,8 +287,8 @@ enum ReplayCommand {
     }
 
     /// Strict replay of a watch-channel trace: the same output, JSON and exit codes as a relay trace's.
-    static func watchReplay(path: String, allowIncomplete: Bool, json: Bool, step: Bool, conditions: [ReplayCondition],
-                            breakpoints: [ReplayCondition], _ ctx: CLIContext) -> ExitCode {
+    static func watchReplay(path: String, allowIncomplete: Bool, json: Bool, step: Bool, conditions: [ReplayCondition<WatchReplaySnapshot>],
+                            breakpoints: [ReplayCondition<WatchReplaySnapshot>], _ ctx: CLIContext) -> ExitCode {
         let replayer: WatchReplayer
         do throws(ReplayError) {
             replayer = try WatchReplayer(path: path, allowDamaged: allowIncomplete)
@@ -310,15 +321,23 @@ enum ReplayCommand {
         case .damaged(let at, let error):
             ctx.stderr.line("Error: \(path): damaged at record #\(at) (the \(at) records before it replayed without divergence): \(error.description)")
             return RelayTraceCommand.exitCode(for: error)
+        case .refused(let condition, let why):
+            ctx.stderr.line("Error: \(path): cannot break on \(condition): \(why)")
+            return .usage
         }
     }
 
-    /// Whether a break condition can hold on a watch trace (time, record, timer).
-    static func appliesToWatch(_ c: ReplayCondition) -> Bool {
-        switch c {
-        case .time, .record, .timer: true
-        case .messageType, .method, .eventType, .state: false
+    /// The break conditions parsed for a relay trace, for a watch trace: the relay machine's states
+    /// (`phase=`, `gen=`) and the conditions ``WatchReplayer/refusal(_:)`` refuses are usage errors.
+    static func watchOnly(_ conditions: [ReplayCondition<RelayClientMachine>], commandPath: [String]) throws(UsageError) -> [ReplayCondition<WatchReplaySnapshot>] {
+        var out: [ReplayCondition<WatchReplaySnapshot>] = []
+        for c in conditions {
+            guard let w = c.retargeted(to: WatchReplaySnapshot.self), WatchReplayer.refusal(of: w) == nil else {
+                throw UsageError(message: "break on time=, record= or timer= (stalledAck, heartbeat); '\(c)' is for relay-client traces", commandPath: commandPath)
+            }
+            out.append(w)
         }
+        return out
     }
 
     /// `--format json` of a watch replay: `file`, `channel` (`watch`), `records`, `position`, `inputs`,
@@ -353,8 +372,8 @@ enum ReplayCommand {
     /// breakpoint (any one pauses). Names are checked: an unknown message type, method, event type, timer
     /// or phase is a usage error with a suggestion; a value with spaces (`type=error AND gen=1`) is refused,
     /// as there is no AND.
-    static func parseBreakpoints(_ text: String, commandPath: [String]) throws(UsageError) -> [ReplayCondition] {
-        var out: [ReplayCondition] = []
+    static func parseBreakpoints(_ text: String, commandPath: [String]) throws(UsageError) -> [ReplayCondition<RelayClientMachine>] {
+        var out: [ReplayCondition<RelayClientMachine>] = []
         func known(_ value: String, _ names: [String], _ what: String, _ key: String) throws(UsageError) {
             guard !names.contains(value) else { return }
             var message = "break \(key)='\(value)' is not \(what)"
@@ -422,7 +441,7 @@ enum ReplayCommand {
 
     /// `--step`: commands from stdin (a terminal or a pipe) drive `r`, a relay-client or a watch-channel
     /// replay; exit 0, 1 after a divergence, the damage's code after damage.
-    static func interactive(_ r: some InteractiveReplay, file: String, _ ctx: CLIContext) -> ExitCode {
+    static func interactive(_ r: some SteppedReplay, file: String, _ ctx: CLIContext) -> ExitCode {
         let out = ctx.stdout
         out.line("replaying \(r.records.count) records\(r.channelNote); 'help' lists the commands")
         if let problem = r.readProblem { out.line("the trace is incomplete and ends after them: \(problem.description)") }
@@ -443,6 +462,7 @@ enum ReplayCommand {
             case .paused(let at, let why): out.line("paused before #\(at): \(why)")
             case .diverged(let d): out.line(d.report(file: file))
             case .damaged(let at, let error): out.line("the trace is damaged at record #\(at): \(error.description)")
+            case .refused(let condition, let why): out.line("error: cannot break on \(condition): \(why)")
             }
         }
         func code() -> ExitCode {
@@ -457,9 +477,14 @@ enum ReplayCommand {
             let n = words.count > 1 ? max(1, Int(words[1]) ?? 1) : 1
             switch words.first ?? "next" {
             case "n", "next", "s", "step":
-                for _ in 0..<n {
-                    guard let stop = r.stepOnce() else { break }
-                    if let stop { report(stop); break }
+                steps: for _ in 0..<n {
+                    switch r.stepOne() {
+                    case .wentOn: continue
+                    case .atEnd: break steps
+                    case .stopped(let stop):
+                        report(stop)
+                        break steps
+                    }
                 }
                 showNext()
             case "c", "continue":
@@ -470,13 +495,9 @@ enum ReplayCommand {
                 showNext()
             case "break":
                 do throws(UsageError) {
-                    let added = try parseBreakpoints(words.dropFirst().joined(separator: " "), commandPath: ["break"])
-                    if let why = added.lazy.compactMap({ r.refusal($0) }).first {
-                        out.line("error: \(why)")
-                    } else {
-                        r.breakpoints += added
-                        out.line("breakpoints: " + r.breakpoints.map { $0.description }.joined(separator: "; "))
-                    }
+                    let parsed = try parseBreakpoints(words.dropFirst().joined(separator: " "), commandPath: ["break"])
+                    r.breakpoints += try r.conditions(parsed, commandPath: ["break"])
+                    out.line("breakpoints: " + r.breakpoints.map { $0.description }.joined(separator: "; "))
                 } catch {
                     out.line("error: \(error.message)")
                 }
@@ -506,50 +527,41 @@ enum ReplayCommand {
     }
 }
 
-/// What the `--step` prompt drives: the relay client's replayer or the watch channel's.
-protocol InteractiveReplay: AnyObject {
-    var records: ReplayRecords { get }
-    var position: Int { get }
-    var breakpoints: [ReplayCondition] { get set }
-    var readProblem: TraceError? { get }
-    var divergence: Divergence? { get }
-    var damage: (record: Int, error: TraceError)? { get }
-    /// The replay's clock: the time `state` shows and the prompt shows.
-    var now: Moment { get }
+/// What the `--step` prompt drives: the relay client's replayer or the watch channel's (the replay core's
+/// ``InteractiveReplay``), with the prompt's texts.
+protocol SteppedReplay: InteractiveReplay {
     /// Said after the record count at the start (`" of a watch-channel trace"`).
     var channelNote: String { get }
     /// The `state` command's text.
     var stateText: String { get }
     /// The `timers` command's text.
     var timersText: String { get }
-    func describe(_ r: TraceRecord) -> String
-    /// Replays one record: nil at the end (or after a stop), `.some(nil)` when it went on, the stop when
-    /// it diverged or met damage.
-    func stepOnce() -> ReplayStop??
-    func stepBack() -> Bool
-    func run(until conditions: [ReplayCondition]) -> ReplayStop
-    /// Why a break condition cannot hold on this replay, or nil when it can.
-    func refusal(_ c: ReplayCondition) -> String?
+    /// The break conditions the prompt parsed (for a relay trace), for this replay; a usage error for one
+    /// that cannot hold here.
+    func conditions(_ parsed: [ReplayCondition<RelayClientMachine>], commandPath: [String]) throws(UsageError) -> [ReplayCondition<Subject>]
 }
 
-extension Replayer: InteractiveReplay {
-    var now: Moment { machine.now }
+extension Replayer: SteppedReplay {
     var channelNote: String { "" }
     var stateText: String { snapshot.description }
     var timersText: String {
         let timers = machine.armedTimers
         return timers.isEmpty ? "no timers armed" : timers.map { "\($0.id) at \($0.deadline)" }.joined(separator: "\n")
     }
-    func stepOnce() -> ReplayStop?? { step().map(\.stop) }
-    func refusal(_ c: ReplayCondition) -> String? { nil }
+    func conditions(_ parsed: [ReplayCondition<RelayClientMachine>], commandPath: [String]) throws(UsageError) -> [ReplayCondition<RelayClientMachine>] {
+        parsed
+    }
 }
 
-extension WatchReplayer: InteractiveReplay {
+extension WatchReplayer: SteppedReplay {
     var channelNote: String { " of a watch-channel trace" }
     var stateText: String { description }
     var timersText: String { description }
-    func stepOnce() -> ReplayStop?? { step().map(\.stop) }
-    func refusal(_ c: ReplayCondition) -> String? {
-        ReplayCommand.appliesToWatch(c) ? nil : "a watch trace breaks on time=, record= or timer=; '\(c)' is for relay-client traces"
+    func conditions(_ parsed: [ReplayCondition<RelayClientMachine>], commandPath: [String]) throws(UsageError) -> [ReplayCondition<WatchReplaySnapshot>] {
+        do throws(UsageError) {
+            return try ReplayCommand.watchOnly(parsed, commandPath: commandPath)
+        } catch {
+            throw UsageError(message: "a watch trace: \(error.message)", commandPath: commandPath)
+        }
     }
 }

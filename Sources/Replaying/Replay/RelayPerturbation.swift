@@ -4,42 +4,6 @@ public import RelayClient
 import RelayProtocol
 public import Trace
 
-/// What one perturbed replay did.
-public struct PerturbedRun: Sendable {
-    /// The seed the faults came from (nil for a hand-made or shrunk list).
-    public var seed: UInt64?
-    /// The faults applied.
-    public var faults: [Fault]
-    /// The first invariant broken, if any.
-    public var violation: InvariantViolation?
-    /// Deliveries made (the ordinals faults target run from 0 to this).
-    public var deliveries: Int
-    /// The run's own records (inputs and actions through the capture codec), when asked for.
-    public var records: [TraceRecord]
-    /// After shrinking: what became of the recorded script (e.g. `5 of 23 recorded inputs kept`).
-    public var scriptNote: String?
-    /// After shrinking a relay run: the record numbers (in the perturbed trace) of the recorded inputs
-    /// kept; the other recorded inputs were left out of the run.
-    public var keptInputs: [Int]?
-
-    /// A run's outcome.
-    public init(seed: UInt64?, faults: [Fault], violation: InvariantViolation?, deliveries: Int, records: [TraceRecord] = []) {
-        self.seed = seed
-        self.faults = faults
-        self.violation = violation
-        self.deliveries = deliveries
-        self.records = records
-    }
-
-    /// `seed 7: in-order at 12.000s: ... faults [drop@3, delay@5+1.200s]` or `seed 7: holds (4 faults)`.
-    public var line: String {
-        let s = seed.map { "seed \($0)" } ?? "shrunk"
-        let f = "[" + faults.map(\.description).joined(separator: ", ") + "]"
-        guard let violation else { return "\(s): holds, faults \(f)" }
-        return "\(s): \(violation.invariant) broken at \(violation.time): \(violation.detail); faults \(f)"
-    }
-}
-
 /// Perturbation replay of a relay-client trace: the what-if replayer (``WhatIfReplayer``: the client on
 /// virtual time against the recorded peer) with seeded faults on the inbound frames (drop, duplicate,
 /// reorder, delay, kill the socket at frame N), checking two invariants as the run goes:

@@ -3,29 +3,6 @@ public import RelayClient
 public import RelayProtocol
 public import Trace
 
-/// Where a replay stopped, or why it could not go on.
-public enum ReplayStop: Sendable, Equatable, CustomStringConvertible {
-    /// Every record was replayed and matched.
-    case finished
-    /// The replayed client did something other than the recorded one.
-    case diverged(Divergence)
-    /// A breakpoint or `run(until:)` condition held before this record.
-    case paused(at: Int, reason: String)
-    /// The trace file is damaged from this record on (the chunk holding it does not read back); every
-    /// record before it was replayed and matched.
-    case damaged(at: Int, TraceError)
-
-    /// One line.
-    public var description: String {
-        switch self {
-        case .finished: "finished: no divergence"
-        case .diverged(let d): "diverged at record \(d.record)"
-        case .paused(let i, let why): "paused before record \(i): \(why)"
-        case .damaged(let i, let error): "the trace is damaged at record \(i): \(error.description)"
-        }
-    }
-}
-
 /// What one ``Replayer/step()`` did.
 public enum ReplayEvent: Sendable, Equatable {
     /// Fed this input (record index) to the machine; it returned `actions` actions.
@@ -45,37 +22,6 @@ public enum ReplayEvent: Sendable, Equatable {
         case .diverged(let d): .diverged(d)
         case .damaged(let at, let error): .damaged(at: at, error)
         case .fed, .matched, .skipped: nil
-        }
-    }
-}
-
-/// A condition to stop a replay before a record.
-public enum ReplayCondition: Sendable, CustomStringConvertible {
-    /// Stop at the first record at or after this time (only there: continuing goes on).
-    case time(Moment)
-    /// Stop before this record index (only there: continuing from it goes on to the end).
-    case record(Int)
-    /// Stop before a frame whose message `type` is this (`rpc.request`, `registered`, ...).
-    case messageType(String)
-    /// Stop before an `rpc.request` (or call input) for this method.
-    case method(String)
-    /// Stop before an `event` frame with this `eventType`.
-    case eventType(String)
-    /// Stop before a record of this timer firing (its JSON name: `heartbeat`, `watchdog`, `interest.renewal`, ...).
-    case timer(String)
-    /// Stop when the machine's state satisfies this, checked before each record.
-    case state(@Sendable (RelayClientMachine) -> Bool, String)
-
-    /// e.g. `method session.list`.
-    public var description: String {
-        switch self {
-        case .time(let t): "time \(t)"
-        case .record(let n): "record \(n)"
-        case .messageType(let t): "message type \(t)"
-        case .method(let m): "method \(m)"
-        case .eventType(let e): "event \(e)"
-        case .timer(let t): "timer \(t)"
-        case .state(_, let what): "state: \(what)"
         }
     }
 }
@@ -105,7 +51,7 @@ public final class Replayer {
     /// The index of the next record to replay.
     public private(set) var position = 0
     /// Conditions that pause ``run(until:)`` (and the CLI's `continue`).
-    public var breakpoints: [ReplayCondition] = []
+    public var breakpoints: [ReplayCondition<RelayClientMachine>] = []
     /// Records between checkpoints for stepping backward (at the start; see `maxCheckpoints`).
     public let checkpointInterval: Int
     /// The most checkpoints kept (at least 2): when a new one would exceed it, every other checkpoint is
@@ -151,10 +97,8 @@ public final class Replayer {
     private var redactionMemo: [(kind: RecordKind, payload: [UInt8], redacted: [UInt8])] = []
     private var redactionMemoNext = 0
     private static let redactionMemoCapacity = 8
-    /// The record a `run` last paused before, and the conditions that held there: running again from that
-    /// pause passes those conditions (but stops for any other condition that holds there).
-    private var pausedAt: Int?
-    private var pausedHits: Set<String> = []
+    /// Where a `run` last paused, and what it passes when run again from there.
+    private var pauses = ReplayPauses()
 
     private struct Checkpoint {
         var position: Int
@@ -321,21 +265,13 @@ public final class Replayer {
     /// The record it stops before is not replayed; calling it again from that same pause continues past
     /// it (a new condition that holds for the record right here, when not paused here, stops at once).
     @discardableResult
-    public func run(until conditions: [ReplayCondition] = []) -> ReplayStop {
+    public func run(until conditions: [ReplayCondition<RelayClientMachine>] = []) -> ReplayStop {
         let all = conditions + breakpoints
         let interval = max(1, progressInterval)
         while !hasDiverged {
-            // Conditions are tested first without building anything; only a record where one holds pays
-            // for the list of hits and their descriptions.
-            if !all.isEmpty, position < records.count, all.contains(where: { holds($0, before: position) }) {
-                let passed = position == pausedAt ? pausedHits : []
-                let hits = all.filter { holds($0, before: position) && !passed.contains($0.description) }
-                if let hit = hits.first {
-                    if pausedAt != position { pausedHits = [] }
-                    pausedAt = position
-                    pausedHits.formUnion(hits.map(\.description))
-                    return .paused(at: position, reason: hit.description)
-                }
+            if !all.isEmpty, position < records.count,
+               let stop = pauses.pause(before: position, all, holds: { holds($0, before: position) }) {
+                return stop
             }
             if case .end = advance() { break }  // after a divergence or damage, the loop's test ends it
             if !hasDiverged, position % interval == 0, let onProgress { onProgress(position) }
@@ -358,7 +294,7 @@ public final class Replayer {
     /// before it and replaying forward.
     public func seek(to target: Int) {
         let target = min(max(0, target), records.count)
-        pausedAt = nil
+        pauses.forget()
         let cp = checkpoints.last { $0.position <= target } ?? checkpoints[0]
         machine = cp.machine
         position = cp.position
@@ -383,7 +319,7 @@ public final class Replayer {
 
     /// Starts again from the first record.
     public func rewind() {
-        pausedAt = nil
+        pauses.forget()
         machine = initialMachine
         position = 0
         pending = []
@@ -410,12 +346,7 @@ public final class Replayer {
     /// Whether a recorded action record and a replayed one say the same: kind, generation and direction
     /// equal; JSON payloads equal canonically (key order ignored); binary payloads equal byte for byte.
     public static func matches(recorded: TraceRecord, actual: TraceRecord) -> Bool {
-        guard recorded.kind == actual.kind, recorded.generation == actual.generation,
-              recorded.direction == actual.direction else { return false }
-        if recorded.payload == actual.payload { return true }
-        guard recorded.kind != .frameBinary,
-              let a = try? JSONValue(parsing: recorded.payload), let b = try? JSONValue(parsing: actual.payload) else { return false }
-        return a.canonicallyEquals(b)
+        RecordMatching.matches(recorded: recorded, actual: actual)
     }
 
     /// Whether the records are equal in kind, generation, direction and payload bytes.
@@ -476,12 +407,10 @@ public final class Replayer {
 
     // MARK: Conditions
 
-    private func holds(_ c: ReplayCondition, before index: Int) -> Bool {
+    private func holds(_ c: ReplayCondition<RelayClientMachine>, before index: Int) -> Bool {
+        if let byPosition = c.holdsByPosition(in: records, before: index) { return byPosition }
         let r = records[index]
         switch c {
-        // The first record at or after `t` only (a breakpoint, not every record after it).
-        case .time(let t): return r.time >= t && (index == 0 || records[index - 1].time < t)
-        case .record(let n): return index == n
         case .messageType(let type):
             guard r.kind == .frameText else { return false }
             return (try? JSONValue(parsing: r.payload))?["type"]?.stringValue == type
@@ -493,11 +422,10 @@ public final class Replayer {
         case .eventType(let e):
             guard r.kind == .frameText, let json = try? JSONValue(parsing: r.payload), json["type"] == "event" else { return false }
             return json["payload"]?["eventType"]?.stringValue == e
-        case .timer(let name):
-            guard r.kind == .timerFired else { return false }
-            return (try? JSONValue(parsing: r.payload))?["timer"]?.stringValue == name
         case .state(let predicate, _):
             return predicate(machine)
+        case .time, .record, .timer:
+            return false  // answered by holdsByPosition
         }
     }
 
@@ -546,21 +474,16 @@ public final class Replayer {
     }
 }
 
-/// A replay that cannot start: the trace is unreadable or is not a relay-client trace.
-public struct ReplayError: Error, Sendable, CustomStringConvertible {
-    /// What is wrong.
-    public var message: String
-    /// The trace error underneath, if any.
-    public var traceError: TraceError?
-    /// When the trace opened but its records stop early (no trailer, a cut or damaged chunk): how many
-    /// intact records come before the problem (`Replayer(path:allowDamaged: true)` replays those).
-    public var intactRecords: Int?
-    /// Creates an error.
-    public init(message: String, traceError: TraceError? = nil, intactRecords: Int? = nil) {
-        self.message = message
-        self.traceError = traceError
-        self.intactRecords = intactRecords
+extension Replayer: InteractiveReplay {
+    /// The machine's clock.
+    public var now: Moment { machine.now }
+
+    /// ``step()``'s outcome without its payloads.
+    public func stepOne() -> ReplayStepOutcome {
+        guard let event = step() else { return .atEnd }
+        return event.stop.map { .stopped($0) } ?? .wentOn
     }
-    /// The message.
-    public var description: String { message }
+
+    /// Nil: every condition can hold on a relay-client replay (a `state` condition reads the machine).
+    public func refusal(_ condition: ReplayCondition<RelayClientMachine>) -> String? { nil }
 }

@@ -1,4 +1,4 @@
-public import Replay
+public import ReplayCore
 import RelayProtocol
 public import Trace
 public import WatchCapture

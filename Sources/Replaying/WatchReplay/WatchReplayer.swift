@@ -1,4 +1,4 @@
-public import Replay
+public import ReplayCore
 public import RelayProtocol
 public import Trace
 public import WatchCapture
@@ -40,7 +40,7 @@ public enum WatchReplayEvent: Sendable, Equatable {
 /// phone launch builds a new ``PhoneReceiver`` and ``SnapshotSender``; datagrams, timers and the other
 /// inputs go to their machine. Every action returned is encoded with ``WatchRecordCodec`` (redacted with
 /// the trace's key when the bytes differ) and compared with the recorded action records that follow the
-/// input: byte for byte, else canonically (``Replayer/matches(recorded:actual:)``). The first difference
+/// input: byte for byte, else canonically (`RecordMatching.matches(recorded:actual:)`). The first difference
 /// stops the replay with a ``Divergence``.
 ///
 /// Where the driver's own steps depend on the machines, they are checked too: a recorded timer fire must
@@ -190,10 +190,10 @@ public final class WatchReplayer: CustomStringConvertible {
                                           context: context(before: index), rule: Self.rule(of: record)))
             }
             let raw = pending[pendingHead]
-            if !Replayer.matches(recorded: record, actual: raw) {
+            if !RecordMatching.matches(recorded: record, actual: raw) {
                 var actual = raw
                 actual.payload = redactor.redact(payload: raw.payload, kind: raw.kind)
-                guard Replayer.matches(recorded: record, actual: actual) else {
+                guard RecordMatching.matches(recorded: record, actual: actual) else {
                     return diverge(Divergence(record: index, time: record.time, generation: nil, kind: .different,
                                               expected: describe(record), actual: describe(actual),
                                               context: context(before: index),
@@ -313,24 +313,22 @@ public final class WatchReplayer: CustomStringConvertible {
     public func run() -> ReplayStop { run(until: []) }
 
     /// Replays until the end, a divergence, damage, or (before a record) one of `conditions` or a
-    /// breakpoint: ``ReplayCondition/time(_:)`` and ``ReplayCondition/record(_:)`` apply to a watch trace,
-    /// and ``ReplayCondition/timer(_:)`` with the watch channel's timer names (`stalledAck`,
-    /// `heartbeat`); the others never hold. As ``Replayer/run(until:)``: the record it stops before is not
-    /// replayed, and running again from that same pause goes past the conditions that held there.
+    /// breakpoint. ``ReplayCondition/time(_:)``, ``ReplayCondition/record(_:)``,
+    /// ``ReplayCondition/timer(_:)`` with the watch channel's timer names (`stalledAck`, `heartbeat`) and
+    /// ``ReplayCondition/state(_:_:)`` over the four machines (``WatchReplaySnapshot``) apply; a condition
+    /// that names relay frames (message type, method, event type) is refused before anything is replayed
+    /// (``ReplayStop/refused(condition:reason:)``, see ``refusal(_:)``). As ``Replayer/run(until:)``: the
+    /// record it stops before is not replayed, and running again from that same pause goes past the
+    /// conditions that held there.
     @discardableResult
-    public func run(until conditions: [ReplayCondition]) -> ReplayStop {
+    public func run(until conditions: [ReplayCondition<WatchReplaySnapshot>]) -> ReplayStop {
         let all = conditions + breakpoints
+        if let refused = ReplayPauses.refusal(all, refusal) { return refused }
         let interval = max(1, progressInterval)
         while divergence == nil, damage == nil {
-            if !all.isEmpty, position < records.count, all.contains(where: { holds($0, before: position) }) {
-                let passed = position == pausedAt ? pausedHits : []
-                let hits = all.filter { holds($0, before: position) && !passed.contains($0.description) }
-                if let hit = hits.first {
-                    if pausedAt != position { pausedHits = [] }
-                    pausedAt = position
-                    pausedHits.formUnion(hits.map(\.description))
-                    return .paused(at: position, reason: hit.description)
-                }
+            if !all.isEmpty, position < records.count,
+               let stop = pauses.pause(before: position, all, holds: { holds($0, before: position) }) {
+                return stop
             }
             guard step() != nil else { break }
             if divergence == nil, damage == nil, position % interval == 0, let onProgress { onProgress(position) }
@@ -341,21 +339,26 @@ public final class WatchReplayer: CustomStringConvertible {
     }
 
     /// Conditions that pause ``run(until:)``.
-    public var breakpoints: [ReplayCondition] = []
-    private var pausedAt: Int?
-    private var pausedHits: Set<String> = []
+    public var breakpoints: [ReplayCondition<WatchReplaySnapshot>] = []
+    private var pauses = ReplayPauses()
 
-    private func holds(_ c: ReplayCondition, before index: Int) -> Bool {
-        switch c {
-        case .record(let n): return index == n
-        case .time(let t): return records[index].time >= t && (index == 0 || records[index - 1].time < t)
-        case .timer(let name):
-            let r = records[index]
-            guard r.kind == .timerFired, r.channel == .watch, let json = try? JSONValue(parsing: r.payload) else { return false }
-            return json["timer"]?.stringValue == name
-        case .messageType, .method, .eventType, .state:
-            return false
+    /// Why `condition` can never hold on a watch replay: the message type, method and event type
+    /// conditions name relay frames. Nil for the others.
+    public func refusal(_ condition: ReplayCondition<WatchReplaySnapshot>) -> String? { Self.refusal(of: condition) }
+
+    /// ``refusal(_:)``, before a replayer exists.
+    public static func refusal(of condition: ReplayCondition<WatchReplaySnapshot>) -> String? {
+        switch condition {
+        case .time, .record, .timer, .state: nil
+        case .messageType, .method, .eventType:
+            "a watch-channel trace has no relay frames; break on time, record, timer (stalledAck, heartbeat) or the machines' state"
         }
+    }
+
+    private func holds(_ c: ReplayCondition<WatchReplaySnapshot>, before index: Int) -> Bool {
+        if let byPosition = c.holdsByPosition(in: records, before: index, timerChannel: .watch) { return byPosition }
+        if case .state(let predicate, _) = c { return predicate(snapshot) }
+        return false
     }
 
     /// Starts again from the first record (the machines unlaunched).
@@ -377,7 +380,7 @@ public final class WatchReplayer: CustomStringConvertible {
         dueSnapshotAck = nil
         dueSenderAcks = []
         lastWatchFloor = nil
-        pausedAt = nil
+        pauses.forget()
     }
 
     /// Moves to just before record `target` (0...records.count): from the start again when it lies behind
@@ -385,7 +388,7 @@ public final class WatchReplayer: CustomStringConvertible {
     public func seek(to target: Int) {
         let target = min(max(0, target), records.count)
         if target < position || divergence != nil || damage != nil { rewind() }
-        pausedAt = nil
+        pauses.forget()
         while position < target, step() != nil {}
     }
 
@@ -618,5 +621,13 @@ public struct WatchReplaySnapshot: Sendable, CustomStringConvertible {
             o["snapshotSender"] = .null
         }
         return .object(o)
+    }
+}
+
+extension WatchReplayer: InteractiveReplay {
+    /// ``step()``'s outcome without its payloads.
+    public func stepOne() -> ReplayStepOutcome {
+        guard let event = step() else { return .atEnd }
+        return event.stop.map { .stopped($0) } ?? .wentOn
     }
 }

@@ -1,6 +1,7 @@
 public import Replay
 public import WatchReplay
 public import Testing
+public import RelayClient
 import Foundation
 
 /// Swift Testing helpers for replaying traces in a test target.
@@ -58,6 +59,8 @@ public struct TraceReplay {
             Issue.record(Comment(rawValue: "\(path): \(d.description)"), sourceLocation: sourceLocation)
         case .damaged(let at, let error):
             Issue.record(Comment(rawValue: "\(path): the trace is damaged at record \(at): \(error.description)"), sourceLocation: sourceLocation)
+        case .refused(let condition, let why):
+            Issue.record(Comment(rawValue: "\(path): cannot break on \(condition): \(why)"), sourceLocation: sourceLocation)
         case .finished, .paused:
             break
         }
@@ -66,12 +69,12 @@ public struct TraceReplay {
     /// Replays up to (not including) the first record matching `condition`; returns its index. Records an
     /// issue and throws if the replay diverges or ends first.
     @discardableResult
-    public func pause(before condition: ReplayCondition, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
+    public func pause(before condition: ReplayCondition<RelayClientMachine>, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
         try TraceReplay.expectPause(replayer.run(until: [condition]), before: condition, path: path, sourceLocation: sourceLocation)
     }
 
     /// The record a replay paused before; records an issue and throws when `stop` is anything else.
-    static func expectPause(_ stop: ReplayStop, before condition: ReplayCondition, path: String, sourceLocation: SourceLocation) throws -> Int {
+    static func expectPause<Subject>(_ stop: ReplayStop, before condition: ReplayCondition<Subject>, path: String, sourceLocation: SourceLocation) throws -> Int {
         switch stop {
         case .paused(let at, _):
             return at
@@ -84,6 +87,9 @@ public struct TraceReplay {
         case .damaged(let at, let error):
             Issue.record(Comment(rawValue: "\(path): the trace is damaged at record \(at): \(error.description)"), sourceLocation: sourceLocation)
             throw ReplayError(message: "\(path): damaged before \(condition)", traceError: error)
+        case .refused(let c, let why):
+            Issue.record(Comment(rawValue: "\(path): cannot break on \(c): \(why)"), sourceLocation: sourceLocation)
+            throw ReplayError(message: "\(path): cannot break on \(c): \(why)")
         }
     }
 }
@@ -98,8 +104,9 @@ public struct TraceReplay {
 ///     replay.expectNoDivergence()
 /// }
 /// ```
-/// Conditions that apply: ``ReplayCondition/time(_:)``, ``ReplayCondition/record(_:)`` and
-/// ``ReplayCondition/timer(_:)`` (`stalledAck`, `heartbeat`).
+/// Conditions that apply: ``ReplayCondition/time(_:)``, ``ReplayCondition/record(_:)``,
+/// ``ReplayCondition/timer(_:)`` (`stalledAck`, `heartbeat`) and ``ReplayCondition/state(_:_:)`` over
+/// ``WatchReplaySnapshot``; one naming relay frames records an issue (the replay refuses it).
 public struct WatchTraceReplay {
     /// The trace's path.
     public let path: String
@@ -121,7 +128,7 @@ public struct WatchTraceReplay {
     /// Replays up to (not including) the first record matching `condition`; returns its index. Records an
     /// issue and throws if the replay diverges or ends first.
     @discardableResult
-    public func pause(before condition: ReplayCondition, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
+    public func pause(before condition: ReplayCondition<WatchReplaySnapshot>, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
         try TraceReplay.expectPause(replayer.run(until: [condition]), before: condition, path: path, sourceLocation: sourceLocation)
     }
 }
