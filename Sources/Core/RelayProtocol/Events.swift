@@ -264,6 +264,7 @@ public struct TimelineUpdated: TypedEventPayload {
             } else {
                 blockStorage = .value(.null)
             }
+            assert((try? TimelineUpdated(json: raw.value, path: path)) == self, "TimelineUpdated(raw:)'s direct read disagrees with init(json:)")
             return
         }
         var scalars = [String: JSONValue](minimumCapacity: 4)

@@ -179,47 +179,69 @@ public enum RelayMessage: Sendable, Hashable {
         let pong: StaticString = #"{"type":"pong"}"#
         if text.utf8.count == pong.utf8CodeUnitCount && text.utf8.elementsEqual(UnsafeBufferPointer(start: pong.utf8Start, count: pong.utf8CodeUnitCount)) {
             self = .pong
+            assert(Self.referenceAgrees(text, self), "the pong route disagrees with init(decodingInboundReference:)")
             return
         }
         // An event exactly as the relay writes it: its envelope read directly, its payload validated and
         // indexed without a tree (anything unusual gives nil and takes the route below).
         if let fields = JSONValue.readingCanonicalEvent(text) {
             self = .event(EventMessage(canonical: fields))
+            assert(Self.referenceAgrees(text, self), "the canonical event route disagrees with init(decodingInboundReference:)")
             return
         }
         // Likewise an rpc.response carrying a result (its traceparent must parse, else the general route
         // reports it).
         if let f = JSONValue.readingCanonicalRpcResponse(text), let traceparent = try? TraceParent(parsing: f.traceparent) {
             self = .rpcResponse(RpcResponse(id: f.id, result: f.result, isFinal: f.isFinal, traceparent: traceparent))
+            assert(Self.referenceAgrees(text, self), "the canonical rpc.response route disagrees with init(decodingInboundReference:)")
             return
         }
-        var json = JSONValue.null
-        var deferred: RawJSON?
-        var general = true
-        if let fast = try? JSONValue.parsingDeferringEventPayload(text), !fast.underscoreInKey, !fast.ambiguous {
-            json = fast.value
-            deferred = fast.deferred
-            // Only an event has a deferred payload; anything else that had one is parsed in full.
-            general = deferred != nil && json["type"] != .string(TypeName.event)
-        }
-        if general {
-            // The full parse: it reports syntax errors and snake_case keys exactly as before.
-            deferred = nil
-            let underscoreInKey: Bool
-            do throws(JSONParseError) {
-                (json, underscoreInKey) = try JSONValue.parsingNotingUnderscoreKeys(text)
+        // Any other frame: one parse in which an event's own payload is only validated and indexed (a frame
+        // that is not an event but has such a payload, or anything unusual: a `_` key, a repeated
+        // `payload`, an error, takes the reference route, which parses it again in full).
+        if let fast = try? JSONValue.parsingDeferringEventPayload(text), !fast.underscoreInKey, !fast.ambiguous,
+           fast.deferred == nil || fast.value["type"] == .string(TypeName.event) {
+            do throws(MessageDecodeError) {
+                try self.init(decoding: fast.value, deferredEventPayload: fast.deferred)
             } catch {
-                throw .syntax(error)
+                assert(Self.referenceAgrees(text, .failure(.message(error))), "the deferred event route fails otherwise than init(decodingInboundReference:)")
+                throw .message(error)
             }
-            if underscoreInKey {
-                do throws(CamelCaseViolation) { try CamelCaseGuard.check(json) } catch { throw .snakeCase(error) }
-            }
+            assert(Self.referenceAgrees(text, self), "the deferred event route disagrees with init(decodingInboundReference:)")
+            return
+        }
+        try self.init(decodingInboundReference: text)
+    }
+
+    /// ``init(decodingInbound:)`` by its reference route, the one its direct readers must agree with (the
+    /// tests compare them frame by frame; debug builds check every frame): the whole text parsed into a
+    /// tree, a `_` key rejected with its JSONPath, then decoded.
+    public init(decodingInboundReference text: String) throws(InboundFrameError) {
+        let json: JSONValue
+        let underscoreInKey: Bool
+        do throws(JSONParseError) {
+            (json, underscoreInKey) = try JSONValue.parsingNotingUnderscoreKeys(text)
+        } catch {
+            throw .syntax(error)
+        }
+        if underscoreInKey {
+            do throws(CamelCaseViolation) { try CamelCaseGuard.check(json) } catch { throw .snakeCase(error) }
         }
         do throws(MessageDecodeError) {
-            try self.init(decoding: json, deferredEventPayload: deferred)
+            try self.init(decoding: json)
         } catch {
             throw .message(error)
         }
+    }
+
+    /// Whether the reference route decodes `text` to `message` (for the debug builds' checks).
+    static func referenceAgrees(_ text: String, _ message: RelayMessage) -> Bool {
+        referenceAgrees(text, .success(message))
+    }
+
+    /// Whether the reference route gives `result` for `text`.
+    static func referenceAgrees(_ text: String, _ result: Result<RelayMessage, InboundFrameError>) -> Bool {
+        Result { () throws(InboundFrameError) in try RelayMessage(decodingInboundReference: text) } == result
     }
 
     /// Parses and decodes one text frame. JSON syntax errors come back with path `$` and `byteOffset`.
@@ -274,8 +296,20 @@ public enum RelayMessage: Sendable, Hashable {
         return value
     }
 
-    /// `encoded(form:)` as compact canonical JSON text.
+    /// `encoded(form:)` as compact canonical JSON text (the frequent outbound frames written directly; each
+    /// gives exactly ``referenceEncodedText(form:)``, which debug builds check).
     public func encodedText(form: ProtocolForm = .v1_6) throws(CamelCaseViolation) -> String {
+        let text = try directEncodedText(form: form)
+        assert((try? referenceEncodedText(form: form)) == text, "a direct writer of encodedText disagrees with referenceEncodedText")
+        return text
+    }
+
+    /// ``encodedText(form:)`` by its reference route: ``encoded(form:)``'s tree, serialised.
+    public func referenceEncodedText(form: ProtocolForm = .v1_6) throws(CamelCaseViolation) -> String {
+        try encoded(form: form).jsonText
+    }
+
+    private func directEncodedText(form: ProtocolForm) throws(CamelCaseViolation) -> String {
         switch self {
         case .heartbeat(let p):
             // The most frequent outbound frame, written directly: the same canonical text as the general
@@ -293,7 +327,7 @@ public enum RelayMessage: Sendable, Hashable {
             // form does not apply). The relay form and a payload with a `_` key take the general route.
             return RelayMessage.clientEventText(e)
         default:
-            return try encoded(form: form).jsonText
+            return try referenceEncodedText(form: form)
         }
     }
 

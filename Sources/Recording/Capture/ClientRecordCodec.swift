@@ -45,6 +45,7 @@ public enum ClientRecordCodec {
     /// (``decodeInputGeneral(_:)``), which gives the same input.
     public static func decodeInput(_ record: TraceRecord) throws(CodecError) -> ClientInput? {
         if record.kind == .timerFired || record.kind == .input, let input = InputFastPath.decode(record.payload, kind: record.kind) {
+            assert((try? decodeInputGeneral(record)) == input, "InputFastPath disagrees with decodeInputGeneral")
             return input
         }
         return try decodeInputGeneral(record)
@@ -118,6 +119,7 @@ public enum ClientRecordCodec {
             let (json, g) = actionJSON(action)
             return jsonRecord(.action, time, g, nil, json)
         }
+        assert({ let (json, jg) = actionJSON(action); return json.serialized() == bytes && jg == g }(), "directActionBytes disagrees with actionJSON")
         return TraceRecord(kind: .action, time: time, channel: .relay, generation: g?.rawValue, direction: nil, payload: bytes)
     }
 
