@@ -118,12 +118,10 @@ extension RelayClientMachine {
         closeOnPurpose("linking a desktop")
         let g = lastGeneration.next
         lastGeneration = g
-        generation = g
-        lastInbound = now
         linkAttempt = LinkAttempt(code: code, generation: g, accepted: nil)
         emit(.openTransport(g, url: region.current?.socketURL ?? configuration.relayURL, headers: linkUpgradeHeaders()))
         arm(.handshake(g), at: now + tuning.handshakeTimeout)
-        setPhase(.linking(g))
+        enter(.linking(CurrentSocket(generation: g, openedAt: now), reconnectAttempt: reconnectAttempt))
     }
 
     /// The A4 headers without a target desktop (there is none yet).
@@ -173,9 +171,8 @@ extension RelayClientMachine {
         resumeOwnership = ownership
         resumeCredentials = resume
         recentInvalidResumes = []
-        reconnectAttempt = 0
         emit(.link(.finished(.linked(desktop))))
-        connectUnlessSuspended()
+        connectUnlessSuspended(reconnectAttempt: 0)
     }
 
     private mutating func linkStoreFailed(_ why: String) {
@@ -200,7 +197,6 @@ extension RelayClientMachine {
 
     /// After a failed link: back to the linked desktop (if any), else wait for a code.
     private mutating func returnFromLink() {
-        reconnectAttempt = 0
-        connectUnlessSuspended()
+        connectUnlessSuspended(reconnectAttempt: 0)
     }
 }

@@ -51,16 +51,14 @@ extension RelayClientMachine {
                 return suspend(.background)
             }
             openEpoch(.pathRestored)
-            reconnectAttempt = 0
-            openNextGeneration()
+            openNextGeneration(reconnectAttempt: 0)
         case (.satisfied, .satisfied):
             // Interface switch: the old relay is closed and its calls failed *before* exactly one
             // replacement opens; the current epoch is discarded, the replacement gets a fresh window.
             guard generation != nil || isWaitingToReconnect else { return }
             closeOnPurpose("network interface changed")
             openEpoch(.interfaceSwitch)
-            reconnectAttempt = 0
-            openNextGeneration()
+            openNextGeneration(reconnectAttempt: 0)
         }
     }
 
@@ -111,8 +109,7 @@ extension RelayClientMachine {
             probeNow()
         case .suspended, .waitingToReconnect:
             for (id, _) in armedTimers { if case .reconnect = id { cancel(id) } }
-            reconnectAttempt = 0
-            openNextGeneration()
+            openNextGeneration(reconnectAttempt: 0)
         case .connecting, .registering, .linking, .idle, .stopped:
             return  // probed once registered
         }
@@ -227,8 +224,9 @@ extension RelayClientMachine {
         for (id, _) in armedTimers { if case .reconnect = id { cancel(id) } }
     }
 
-    mutating func suspend(_ reason: SuspendReason) {
-        setPhase(.suspended(reason))
+    /// Suspends for `reason`, keeping the reconnect ladder's position unless `reconnectAttempt` is given.
+    mutating func suspend(_ reason: SuspendReason, reconnectAttempt: Int? = nil) {
+        enter(.suspended(reason, reconnectAttempt: reconnectAttempt ?? self.reconnectAttempt))
     }
 
     mutating func setDesktopStatus(_ status: DesktopStatus) {

@@ -17,7 +17,7 @@ extension RelayClientMachine {
                     jwt = login.jwt
                     applyAuth(auth.handle(.resumeSession(login), at: now))
                 }
-                if let pending = pendingStart {
+                if let pending = state.pendingStart {
                     handleStart(pending)
                 }
             case .ignored(let what):

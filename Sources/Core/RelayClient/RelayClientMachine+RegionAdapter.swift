@@ -10,7 +10,7 @@ extension RelayClientMachine {
             case .persistRegion:
                 emit(.region(effect))
             case .retireAttempts(let ids, _):
-                for id in ids where id != registrationAttempt {
+                for id in ids where id != state.registrationAttempt {
                     if let request = httpAttempts.first(where: { $0.value == id })?.key {
                         httpAttempts[request] = nil
                         region.abandon(id)
@@ -27,8 +27,7 @@ extension RelayClientMachine {
         switch phase {
         case .connecting, .registering, .registered, .waitingToReconnect:
             closeOnPurpose("region changed")
-            reconnectAttempt = 0
-            openNextGeneration()
+            openNextGeneration(reconnectAttempt: 0)
         default:
             return  // suspended or stopped: the next socket uses the new origin
         }

@@ -15,10 +15,13 @@ public struct RelayClientMachine: Sendable {
     public let configuration: ClientConfiguration
     /// The timing (the SPEC's unless a what-if experiment changed it).
     public let tuning: ClientTuning
+    /// The connection state: the phase with the data that belongs to it (the current socket, its held
+    /// sends, the registration attempt it is bound to, the reconnect ladder, a held `start`).
+    var state: ConnectionState = .idle(pendingStart: nil)
     /// The connection phase.
-    public internal(set) var phase: ConnectionPhase = .idle
+    public var phase: ConnectionPhase { state.phase }
     /// The current transport generation (nil when no socket is current).
-    public internal(set) var generation: Generation?
+    public var generation: Generation? { state.generation }
     /// The last generation handed out (0 before the first socket).
     public internal(set) var lastGeneration = Generation(0)
     /// The calls in flight or waiting for registration.
@@ -33,10 +36,12 @@ public struct RelayClientMachine: Sendable {
     public private(set) var lastEventId: Int64?
     /// The time of the last input handled.
     public private(set) var now: Moment = .zero
-    /// The time of the last inbound message on the current generation.
-    public internal(set) var lastInbound: Moment = .zero
-    /// How many reconnects have been attempted since the last successful registration.
-    public internal(set) var reconnectAttempt = 0
+    /// The time of the last inbound message on the current generation (its opening counts as one);
+    /// `.zero` when no socket is current.
+    public var lastInbound: Moment { state.socket?.lastInbound ?? .zero }
+    /// How many reconnects have been attempted since the last successful registration (0 while
+    /// registered and before the first start).
+    public var reconnectAttempt: Int { state.reconnectAttempt }
 
     /// A9: the last network path reported (assumed usable until the monitor says otherwise).
     public internal(set) var networkPath: NetworkPath = .satisfied(.other)
@@ -75,27 +80,18 @@ public struct RelayClientMachine: Sendable {
     /// The link in progress (docs/DEVICE_LINK.md), if any.
     public internal(set) var linkAttempt: LinkAttempt?
 
-    var pendingStart: StartParameters?
-    var registrationAttempt: AttemptID?
     var httpAttempts: [AuthRequestID: AttemptID] = [:]
     var lastInterestFrame: String?
     var rng: SeededRandom
     var jwt = ""
     var armed: [TimerID: ArmedTimer] = [:]
     var armSequence: UInt64 = 0
-    var sendRetries: [UInt64: HeldSend] = [:]
     var lastRetrySlot: UInt64 = 0
     var out: [ClientAction] = []
 
     struct ArmedTimer: Sendable, Hashable {
         var deadline: Moment
         var sequence: UInt64
-    }
-
-    struct HeldSend: Sendable, Hashable {
-        var generation: Generation
-        var frame: WireFrame
-        var attempt: Int
     }
 
     /// Creates an idle machine with the SPEC's timing, or `tuning` for a what-if experiment.
@@ -140,13 +136,19 @@ public struct RelayClientMachine: Sendable {
             stop(.stopped)
         case .transportOpened(let g):
             guard isCurrent(g, "transportOpened") else { return }
-            if phase == .linking(g) { return sendLinkRedeem(on: g) }
-            guard phase == .connecting(g) else { return ignored("transportOpened") }
-            setPhase(.registering(g))
-            sendRegister(on: g)
+            switch state {
+            case .linking:
+                sendLinkRedeem(on: g)
+            case .connecting(let socket, let registration, let attempt):
+                enter(.registering(socket, registration: registration, reconnectAttempt: attempt))
+                sendRegister(on: g)
+            default:
+                ignored("transportOpened")
+            }
         case .transportFrame(let g, let frame):
             guard isCurrent(g, "frame") else { return }
-            lastInbound = now
+            let t = now
+            modifySocket { $0.lastInbound = t }
             receive(frame, on: g)
         case .transportClosed(let g, let code, let reason):
             guard isCurrent(g, "transportClosed") else { return }
@@ -165,8 +167,9 @@ public struct RelayClientMachine: Sendable {
                 applyInterest(interest.deliveryFailed(desktopId: desktopId, at: now, rng: &rng))
             } else if transient {
                 lastRetrySlot += 1
-                sendRetries[lastRetrySlot] = HeldSend(generation: g, frame: frame, attempt: attempt + 1)
-                arm(.sendRetry(g, slot: lastRetrySlot), at: now + ClientConstants.sendRetryDelay(afterAttempt: attempt))
+                let slot = lastRetrySlot
+                modifySocket { $0.heldSends[slot] = HeldSend(frame: frame, attempt: attempt + 1) }
+                arm(.sendRetry(g, slot: slot), at: now + ClientConstants.sendRetryDelay(afterAttempt: attempt))
             } else {
                 failConnection(.sendFailed(reason), socketAlreadyGone: false)
             }
@@ -212,37 +215,39 @@ public struct RelayClientMachine: Sendable {
         default: return ignored("start")
         }
         guard identity.isReady else {
-            pendingStart = p
+            // The start waits in the phase it arrived in (idle or stopped), for the identity.
+            switch state {
+            case .stopped(let reason, _, let n): state = .stopped(reason, pendingStart: p, reconnectAttempt: n)
+            default: state = .idle(pendingStart: p)
+            }
             return emit(.diagnostic(.waitingForIdentity))
         }
-        pendingStart = nil
         jwt = p.jwt
         resumeCredentials = p.storedResume
         resumeOwnership = p.resumeOwnership
         recentInvalidResumes = []
-        reconnectAttempt = 0
-        connectUnlessSuspended()
+        connectUnlessSuspended(reconnectAttempt: 0)
     }
 
     /// Opens the next socket, unless there is no network path or the app is in the background without
-    /// desktop-backed media (then the matching suspension).
-    mutating func connectUnlessSuspended() {
+    /// desktop-backed media (then the matching suspension); `reconnectAttempt` is the ladder position
+    /// the next phase starts from.
+    mutating func connectUnlessSuspended(reconnectAttempt: Int) {
         if networkPath == .unsatisfied {
-            suspend(.noNetworkPath)
+            suspend(.noNetworkPath, reconnectAttempt: reconnectAttempt)
         } else if appState == .background, !mediaPlaying {
-            suspend(.background)
+            suspend(.background, reconnectAttempt: reconnectAttempt)
         } else {
-            openNextGeneration()
+            openNextGeneration(reconnectAttempt: reconnectAttempt)
         }
     }
 
     mutating func stop(_ reason: ClientStopReason) {
-        if case .stopped = phase, generation == nil, armed.isEmpty, pendingCalls.isEmpty { return ignored("stop") }
+        if case .stopped = state, armed.isEmpty, pendingCalls.isEmpty { return ignored("stop") }
         if let g = generation {
             emit(.closeTransport(g, code: ClientConstants.closeCode, reason: reason.description))
             retire(g)
         }
-        pendingStart = nil
         if linkAttempt != nil { abandonLink(.connectionFailed("client stopped")) }
         applyIngress(ingress.discardWaiting(at: now))
         // The login and its refresh outlive a stopped relay client; everything else stops here.
@@ -250,7 +255,6 @@ public struct RelayClientMachine: Sendable {
             if case .auth = id { continue }
             cancel(id)
         }
-        sendRetries.removeAll()
         epoch = nil
         for call in pendingCalls.all {
             pendingCalls.remove(call.requestId, ownership: call.ownership)
@@ -259,24 +263,25 @@ public struct RelayClientMachine: Sendable {
             }
             if case .offline = call.purpose { offlineDraining = nil }
         }
-        setPhase(.stopped(reason))
+        // A held start and the held sends go with the phase they belonged to.
+        enter(.stopped(reason, pendingStart: nil, reconnectAttempt: reconnectAttempt))
     }
 
-    mutating func openNextGeneration() {
+    /// Opens the next generation, `reconnectAttempt` being its place on the reconnect ladder.
+    mutating func openNextGeneration(reconnectAttempt: Int) {
         // No desktop linked yet: nothing to connect to until a link code is entered.
-        guard !desktopId.isEmpty else { return suspend(.notLinked) }
+        guard !desktopId.isEmpty else { return suspend(.notLinked, reconnectAttempt: reconnectAttempt) }
         let g = lastGeneration.next
         lastGeneration = g
-        generation = g
-        lastInbound = now
         var url = configuration.relayURL
+        var registration: AttemptID?
         if let origin = region.current, let attempt = try? region.beginAttempt(.registration) {
             url = origin.socketURL
-            registrationAttempt = attempt.id
+            registration = attempt.id
         }
         emit(.openTransport(g, url: url, headers: upgradeHeaders()))
         arm(.handshake(g), at: now + tuning.handshakeTimeout)
-        setPhase(.connecting(g))
+        enter(.connecting(CurrentSocket(generation: g, openedAt: now), registration: registration, reconnectAttempt: reconnectAttempt))
     }
 
     /// SPEC A4: the upgrade headers, exactly and in this order.
@@ -304,32 +309,31 @@ public struct RelayClientMachine: Sendable {
         scheduleReconnect()
     }
 
-    /// Makes `g` no longer current: cancels its timers and drops its held sends.
+    /// Makes `g`, the current socket, no longer current: drops it with its held sends, abandons the
+    /// registration attempt it was bound to and cancels its timers. The machine is then in the transient
+    /// ``ConnectionState/retired(reported:reconnectAttempt:)``; the caller enters the next phase.
     mutating func retire(_ g: Generation) {
-        generation = nil
+        let registration = state.registrationAttempt
+        state = .retired(reported: state.phase, reconnectAttempt: state.reconnectAttempt)
         if linkAttempt?.generation == g {
             if linkAttempt?.accepted == nil { abandonLink(.connectionFailed("the link socket \(g) closed")) } else { linkAttempt?.generation = nil }
         }
-        if let attempt = registrationAttempt {
-            region.abandon(attempt)
-            registrationAttempt = nil
-        }
+        if let registration { region.abandon(registration) }
         applyInterest(interest.connectionLost(desktopId: desktopId, at: now))
         for (id, _) in armedTimers where id.generation == g { cancel(id) }
-        sendRetries = sendRetries.filter { $0.value.generation != g }
     }
 
     mutating func scheduleReconnect() {
-        reconnectAttempt += 1
+        let attempt = reconnectAttempt + 1
         let ladder = tuning.reconnectDelays.isEmpty ? ClientConstants.reconnectDelays : tuning.reconnectDelays
-        let base = ladder[min(reconnectAttempt - 1, ladder.count - 1)]
+        let base = ladder[min(attempt - 1, ladder.count - 1)]
         if base == .zero {
-            openNextGeneration()
+            openNextGeneration(reconnectAttempt: attempt)
             return
         }
         let delay = rng.jittered(base, fraction: ClientConstants.reconnectJitter)
-        setPhase(.waitingToReconnect(attempt: reconnectAttempt))
-        arm(.reconnect(attempt: reconnectAttempt), at: now + delay)
+        enter(.waitingToReconnect(attempt: attempt))
+        arm(.reconnect(attempt: attempt), at: now + delay)
     }
 
     // MARK: - Registration (A6, A7)
@@ -350,9 +354,10 @@ public struct RelayClientMachine: Sendable {
     private mutating func registered(on g: Generation, relaySessionId: String) {
         cancel(.handshake(g))
         cancel(.reRegister(g))
-        reconnectAttempt = 0
-        setPhase(.registered(g, relaySessionId: relaySessionId))
-        lastInbound = now
+        guard case .registering(var socket, _, _) = state else { return }
+        // The socket (with its held sends) carries on; the ladder ends.
+        socket.lastInbound = now
+        enter(.registered(socket, relaySessionId: relaySessionId))
         arm(.heartbeat(g), at: now + tuning.heartbeatInterval)
         arm(.watchdog(g), at: now + tuning.watchdogTimeout)
         for call in pendingCalls.all where call.sentOn == nil {
@@ -365,8 +370,8 @@ public struct RelayClientMachine: Sendable {
 
     /// A3: a `registered`/`resumed` completes the attempt only if it was bound to the current origin.
     private mutating func registrationCompletes(on g: Generation) -> Bool {
-        guard let attempt = registrationAttempt else { return true }
-        registrationAttempt = nil
+        guard case .registering(let socket, let registration, let n) = state, let attempt = registration else { return true }
+        state = .registering(socket, registration: nil, reconnectAttempt: n)
         let verdict = region.complete(attempt)
         if !verdict.completes { emit(.diagnostic(.staleOrigin("registration on \(g) (\(attempt))"))) }
         return verdict.completes
@@ -375,7 +380,7 @@ public struct RelayClientMachine: Sendable {
     /// SPEC A7: forget the token, re-register without it after 0.2 s, and end the loop at the third
     /// invalid resume inside a truly rolling 30 s window (every earlier failure younger than 30 s counts).
     private mutating func invalidResume(on g: Generation) {
-        guard phase == .registering(g) else {
+        guard case .registering = state else {
             return emit(.diagnostic(.unexpectedMessage(g, type: "error/invalidResume", phase: phase.description)))
         }
         if resumeCredentials != nil {
@@ -418,17 +423,17 @@ public struct RelayClientMachine: Sendable {
     }
 
     private mutating func receive(_ message: RelayMessage, on g: Generation) {
-        if phase == .linking(g) { return linkReceive(message, on: g) }
+        if case .linking = state { return linkReceive(message, on: g) }
         switch message {
         case .registered(let r):
-            guard phase == .registering(g) else { return unexpected(message, on: g) }
+            guard case .registering = state else { return unexpected(message, on: g) }
             guard registrationCompletes(on: g) else { return }
             let credentials = ResumeCredentials(relaySessionId: r.relaySessionId ?? r.sessionId, resumeToken: r.resumeToken)
             resumeCredentials = credentials
             emit(.storeResumeCredentials(key: resumeKey, credentials, ownership: resumeOwnership))
             registered(on: g, relaySessionId: credentials.relaySessionId)
         case .resumed(let r):
-            guard phase == .registering(g) else { return unexpected(message, on: g) }
+            guard case .registering = state else { return unexpected(message, on: g) }
             guard registrationCompletes(on: g) else { return }
             registered(on: g, relaySessionId: r.sessionId)
         case .error(let e):
@@ -579,28 +584,32 @@ public struct RelayClientMachine: Sendable {
             guard generation == g else { return }
             failConnection(.handshakeTimeout, socketAlreadyGone: false)
         case .heartbeat(let g):
-            guard generation == g, case .registered = phase else { return }
+            guard generation == g, case .registered = state else { return }
             send(.heartbeat(HeartbeatPayload(activeSessionId: nil)), on: g)
             arm(.heartbeat(g), at: now + tuning.heartbeatInterval)
         case .watchdog(let g):
             guard generation == g else { return }
-            let due = lastInbound + tuning.watchdogTimeout
+            let due = lastInbound + tuning.watchdogTimeout  // the socket of `g` is current
             if now >= due {
                 failConnection(.watchdog, socketAlreadyGone: false)
             } else {
                 arm(.watchdog(g), at: due)
             }
         case .reRegister(let g):
-            guard generation == g, phase == .registering(g) else { return }
+            guard generation == g, case .registering = state else { return }
             sendRegister(on: g)
         case .sendRetry(let g, let slot):
-            guard let held = sendRetries.removeValue(forKey: slot), generation == g else { return }
+            // A held send lives with its socket: a retry of a socket no longer current finds nothing.
+            guard generation == g else { return }
+            var taken: HeldSend?
+            modifySocket { taken = $0.heldSends.removeValue(forKey: slot) }
+            guard let held = taken else { return }
             emit(.send(g, held.frame, attempt: held.attempt))
         case .rpcTimeout(let requestId, let ownership):
             callTimedOut(requestId: requestId, ownership: ownership)
         case .reconnect:
-            guard case .waitingToReconnect = phase else { return }
-            openNextGeneration()
+            guard case .waitingToReconnect(let attempt) = state else { return }
+            openNextGeneration(reconnectAttempt: attempt)
         case .epochDeadline(let e):
             epochDeadlinePassed(e)
         case .probe(let e):
@@ -642,12 +651,6 @@ public struct RelayClientMachine: Sendable {
 
     mutating func ignored(_ what: String) {
         emit(.diagnostic(.ignoredInput(what, phase: phase.description)))
-    }
-
-    mutating func setPhase(_ p: ConnectionPhase) {
-        guard p != phase else { return }
-        phase = p
-        emit(.phaseChanged(p))
     }
 
     mutating func emit(_ action: ClientAction) {
