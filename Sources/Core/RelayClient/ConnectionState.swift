@@ -87,6 +87,15 @@ enum ConnectionState: Sendable {
         }
     }
 
+    /// The last inbound time on the current socket, if any (without copying the socket and its held sends
+    /// out).
+    var lastInbound: Moment? {
+        switch self {
+        case .connecting(let s, _, _), .registering(let s, _, _), .registered(let s, _), .linking(let s, _): s.lastInbound
+        case .idle, .waitingToReconnect, .suspended, .stopped, .retired: nil
+        }
+    }
+
     /// The reconnect ladder's position (0 when registered or never started).
     var reconnectAttempt: Int {
         switch self {

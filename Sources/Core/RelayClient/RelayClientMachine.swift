@@ -38,7 +38,7 @@ public struct RelayClientMachine: Sendable {
     public private(set) var now: Moment = .zero
     /// The time of the last inbound message on the current generation (its opening counts as one);
     /// `.zero` when no socket is current.
-    public var lastInbound: Moment { state.socket?.lastInbound ?? .zero }
+    public var lastInbound: Moment { state.lastInbound ?? .zero }
     /// How many reconnects have been attempted since the last successful registration (0 while
     /// registered and before the first start).
     public var reconnectAttempt: Int { state.reconnectAttempt }
