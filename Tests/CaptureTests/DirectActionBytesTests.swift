@@ -43,8 +43,6 @@ import Trace
             .desktopStatusChanged(.unknown), .desktopStatusChanged(.online), .desktopStatusChanged(.recovering(epoch: 3)),
             .epochOpened(epoch: 9, reason: .pathLost, deadline: Moment(nanoseconds: 123)),
             .connectionFailed(Generation(4), .watchdog), .connectionFailed(Generation(4), .rpcTimeout(requestId: "q")),
-            .diagnostic(.staleTimer(.heartbeat(Generation(1)))), .diagnostic(.waitingForIdentity),
-            .diagnostic(.undecodableFrame(Generation(2), "bad \u{0} byte")),
         ]
         return a
     }

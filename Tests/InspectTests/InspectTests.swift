@@ -179,3 +179,26 @@ func rec(_ n: UInt64, _ t: Double, _ text: String, gen: UInt64 = 1, dir: FrameDi
         #expect(d.normalise(a) != d.normalise(c))
     }
 }
+
+/// A diagnostic record's summary is its code and the sentence rendered from its fields (or, for a record
+/// from before diagnostics were typed, its recorded sentence), on both channels, eager or deferred.
+@Suite struct DiagnosticSummaryTests {
+    func summary(_ json: String, channel: TraceChannel = .relay, deferring: Bool = false) -> String {
+        InspectedRecord(number: 0, record: TraceRecord(kind: .action, time: .seconds(1), channel: channel, payload: Array(json.utf8)),
+                        deferringJSON: deferring).summary
+    }
+
+    @Test(arguments: [false, true]) func diagnosticsAreShownInWords(deferring: Bool) {
+        #expect(summary(#"{"action":"diagnostic","code":"staleGeneration","current":1,"gen":2,"input":"frame"}"#, deferring: deferring)
+                == "diagnostic staleGeneration: stale frame on g2 (current g1)")
+        #expect(summary(#"{"action":"diagnostic","code":"timeWentBackwards","from":2000000000,"to":1500000000}"#, deferring: deferring)
+                == "diagnostic timeWentBackwards: time went backwards from 2.000s to 1.500s")
+        #expect(summary(#"{"code":"sendFailedForUnknownSequence","sequence":9,"side":"watch","watch":"diagnostic"}"#, channel: .watch, deferring: deferring)
+                == "diagnostic sendFailedForUnknownSequence: ignored a send failure for #9: not queued")
+        #expect(summary(#"{"action":"diagnostic","text":"start held until the device identity is known"}"#, deferring: deferring)
+                == "diagnostic: start held until the device identity is known")
+        #expect(summary(#"{"action":"diagnostic","code":"newerCode","n":1}"#, deferring: deferring) == #"diagnostic newerCode: newerCode {"n":1}"#)
+        #expect(summary(#"{"action":"callProgress","code":"x"}"#, deferring: deferring) == #"{"action":"callProgress","code":"x"}"#,
+                "only diagnostics are rendered")
+    }
+}

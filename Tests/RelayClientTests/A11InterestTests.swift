@@ -195,7 +195,7 @@ private func registeredDriver() -> InterestDriver {
         d.at(52) { c, t in c.enteredForeground(at: t) }
         #expect(d.coordinator.foregroundGeneration == 2)
         #expect(d.coordinator.isLeased(desktopId: desk, sessionId: "S"))
-        #expect(d.takeOthers() == [.diagnostic(.ignored("enteredForeground", reason: "already in the foreground"))])
+        #expect(d.takeOthers() == [.diagnostic(.ignored("enteredForeground", reason: .alreadyInForeground))])
         d.checkTimersAgree()
     }
 
@@ -327,7 +327,7 @@ private func registeredDriver() -> InterestDriver {
         // Both frames of the move failed: one retry, of the current interest (active S2).
         d.apply(d.coordinator.deliveryFailed(desktopId: desk, at: d.now, rng: &rng))
         d.apply(d.coordinator.deliveryFailed(desktopId: desk, at: d.now, rng: &rng))
-        #expect(d.takeOthers() == [.diagnostic(.ignored("deliveryFailed(\(desk))", reason: "a retry is already scheduled"))])
+        #expect(d.takeOthers() == [.diagnostic(.ignored("deliveryFailed(\(desk))", reason: .retryScheduled))])
         #expect(d.takeSent() == [s(0, "S1", true), s(1, "S1", false), s(1, "S2", true)])
         d.advance(to: 2)
         let retriedMove = d.takeSent()
@@ -343,7 +343,7 @@ private func registeredDriver() -> InterestDriver {
         // Not registered: nothing to retry.
         d.at(5) { c, t in c.connectionLost(desktopId: desk, at: t) }
         d.apply(d.coordinator.deliveryFailed(desktopId: desk, at: d.now, rng: &rng))
-        #expect(d.takeOthers() == [.diagnostic(.ignored("deliveryFailed(\(desk))", reason: "desktop not registered"))])
+        #expect(d.takeOthers() == [.diagnostic(.ignored("deliveryFailed(\(desk))", reason: .desktopNotRegistered))])
         #expect(d.timers.isEmpty)
     }
 

@@ -175,7 +175,7 @@ private struct AuthDriver {
         #expect(d.feed(.cancelLogin) == [.cancel(.poll), .loginFailed(.cancelled)])
         #expect(d.advance(by: .seconds(10)).isEmpty)
         #expect(d.feed(.httpResponse(p1.id, status: 200, body: .poll(.completed(code: "x"))))
-                == [.ignored("response for auth#1: no such request pending (stale)")])
+                == [.ignored(.staleResponse(AuthRequestID(rawValue: 1)))])
         #expect(d.flow.session == nil)
     }
 
@@ -257,7 +257,7 @@ private struct AuthDriver {
         _ = try #require(d.request(d.feed(.refreshNow)))
         // A driver race: the cancelled timer's fire arrives anyway.
         d.now = .seconds(3300)
-        #expect(d.feed(.timerFired(.refresh)) == [.ignored("timer refresh: not armed for this time (stale)")])
+        #expect(d.feed(.timerFired(.refresh)) == [.ignored(.staleTimer(.refresh))])
     }
 
     // MARK: Ending the session
@@ -271,7 +271,7 @@ private struct AuthDriver {
         #expect(d.flow.session == nil)
         #expect(d.flow.refreshInFlight == nil)
         #expect(d.flow.armedTimers.isEmpty && d.timers.isEmpty, "no refresh after the session ended")
-        #expect(d.feed(.refreshNow) == [.ignored("refreshNow: no session")])
+        #expect(d.feed(.refreshNow) == [.ignored(.noSession(input: "refreshNow"))])
     }
 
     @Test func serverErrorDoesNotEndTheSessionAndRetriesWithBoundedBackoff() throws {
@@ -321,7 +321,7 @@ private struct AuthDriver {
         let refresh = try #require(d.request(d.feed(.refreshNow)))
         #expect(d.feed(.logout) == [.sessionEnded(.loggedOut)])
         #expect(d.feed(.httpResponse(refresh.id, status: 200, body: .token(StoredLogin(jwt: "late", expiry: .seconds(9999)))))
-                == [.ignored("response for auth#1: no such request pending (stale)")])
+                == [.ignored(.staleResponse(AuthRequestID(rawValue: 1)))])
         #expect(d.flow.session == nil)
 
         var e = loggedInDriver()
@@ -333,12 +333,12 @@ private struct AuthDriver {
 
     @Test func staleTimersAreIgnored() {
         var d = AuthDriver()
-        #expect(d.feed(.timerFired(.poll)) == [.ignored("timer poll: not armed for this time (stale)")])
-        #expect(d.feed(.timerFired(.refresh)) == [.ignored("timer refresh: not armed for this time (stale)")])
+        #expect(d.feed(.timerFired(.poll)) == [.ignored(.staleTimer(.poll))])
+        #expect(d.feed(.timerFired(.refresh)) == [.ignored(.staleTimer(.refresh))])
         // A fire from an earlier arming, arriving before the current deadline, is stale too.
         var e = loggedInDriver(expiry: .seconds(3600))
         e.now = .seconds(1000)
-        #expect(e.feed(.timerFired(.refresh)) == [.ignored("timer refresh: not armed for this time (stale)")])
+        #expect(e.feed(.timerFired(.refresh)) == [.ignored(.staleTimer(.refresh))])
         #expect(e.flow.refreshInFlight == nil)
         #expect(e.flow.armedTimers == [.refresh: .seconds(3300)], "the real timer stays armed")
         // A cancelled poll timer that fires anyway sends nothing.
@@ -346,15 +346,15 @@ private struct AuthDriver {
         f.feed(.startLogin(pkce: pkce, pollingId: pollingId))
         f.feed(.cancelLogin)
         f.now = .seconds(2)
-        #expect(f.feed(.timerFired(.poll)) == [.ignored("timer poll: not armed for this time (stale)")])
+        #expect(f.feed(.timerFired(.poll)) == [.ignored(.staleTimer(.poll))])
         #expect(f.flow.lastRequest == AuthRequestID(0))
     }
 
     @Test func loginIsRefusedWhileLoggedInOrAlreadyLoggingIn() {
         var d = loggedInDriver()
-        #expect(d.feed(.startLogin(pkce: pkce, pollingId: pollingId)) == [.ignored("startLogin: already logged in; log out first")])
+        #expect(d.feed(.startLogin(pkce: pkce, pollingId: pollingId)) == [.ignored(.alreadyLoggedIn)])
         var e = AuthDriver()
         e.feed(.startLogin(pkce: pkce, pollingId: pollingId))
-        #expect(e.feed(.startLogin(pkce: pkce, pollingId: "other")) == [.ignored("startLogin: a login is already in progress")])
+        #expect(e.feed(.startLogin(pkce: pkce, pollingId: "other")) == [.ignored(.loginInProgress)])
     }
 }

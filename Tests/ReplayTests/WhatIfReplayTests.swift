@@ -91,12 +91,13 @@ extension WhatIfReplayTests {
         // on the dead g2) or answers to no pending call, word for word as the recorded client did.
         let (header, records) = try load("offline-queue")
         let report = try WhatIfReplayer(header: header, records: records).run()
-        let recorded = records.compactMap { r -> String? in
+        let recorded = records.compactMap { r -> DiagnosticRecord? in
             guard r.kind == .action, let j = try? JSONValue(parsing: r.payload), j["action"] == "diagnostic" else { return nil }
-            return j["text"]?.stringValue
+            return DiagnosticRecord(json: j, ignoring: ["action"])
         }
-        let replayed = report.actions.compactMap { if case .diagnostic(let d) = $0.action { d.description } else { nil } }
-        #expect(recorded.contains { $0.hasPrefix("stale frame on g2") }, "the trace has a frame of the dead process")
+        let replayed = report.actions.compactMap { if case .diagnostic(let d) = $0.action { d.record } else { nil } }
+        #expect(recorded.contains { $0.code == "staleGeneration" && $0.fields["gen"] == 2 && $0.fields["input"] == "frame" },
+                "the trace has a frame of the dead process")
         #expect(replayed == recorded)
     }
 

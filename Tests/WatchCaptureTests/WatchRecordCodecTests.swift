@@ -129,6 +129,25 @@ import WatchLink
         (.snapshotReceiver(.rejectedOlder(incoming: 2, holding: 3)), "snapshotRejected"),
     ]
 
+    /// A watch diagnostic is recorded as a code and fields; the sentence is rendered when shown, in the
+    /// words the untyped records held.
+    @Test func watchDiagnosticsAreRecordedAsCodesAndRenderTheirOldSentence() throws {
+        let cases: [(WatchDiagnostic, String, String)] = [
+            (.ackForOtherIncarnation(CommandAck(next: 1, incarnation: Self.other)), "ackForOtherIncarnation",
+             "ignored ack 1@ffffffff: another incarnation"),
+            (.ackOutsideSentRange(CommandAck(next: 7, incarnation: Self.token), baseline: 2, next: 3), "ackOutsideSentRange",
+             "ignored ack 7@01234567: outside the sent range 2..<3"),
+            (.sendFailedForUnknownSequence(9), "sendFailedForUnknownSequence", "ignored a send failure for #9: not queued"),
+        ]
+        for (d, code, sentence) in cases {
+            let r = WatchRecordCodec.record(.watch(.diagnostic(d)), at: .seconds(1))
+            let json = try JSONValue(parsing: r.payload)
+            #expect(json["code"]?.stringValue == code && json["text"] == nil && json["watch"] == "diagnostic" && json["side"] == "watch")
+            let back = try #require(DiagnosticRecord(json: json, ignoring: ["watch", "side"]))
+            #expect(back == d.record && back.text == sentence)
+        }
+    }
+
     @Test func everyActionIsAnActionRecordNamedWithItsSide() throws {
         for (action, name) in Self.actions {
             let r = WatchRecordCodec.record(action, at: .seconds(1))

@@ -182,10 +182,19 @@ public struct InspectedRecord: Sendable {
             if let status = j["status"]?.intValue { return "refused \(status): \(e)" }
             return "failed: \(e)"
         default:
-            break
+            if let d = diagnosticText { return d }
         }
         let text = json.map { Self.readableTimes($0).jsonText } ?? r.payloadText
         return text.count > 160 ? String(text.prefix(160)) + "..." : text
+    }
+
+    /// For a diagnostic record (`{"action":"diagnostic",...}`, or `{"watch":"diagnostic",...}` on the
+    /// watch channel): `diagnostic CODE: SENTENCE`, the sentence rendered from its code and fields; for one
+    /// recorded before diagnostics were typed, `diagnostic: SENTENCE` from its `text`.
+    public var diagnosticText: String? {
+        guard let j = json, j["action"]?.stringValue == "diagnostic" || j["watch"]?.stringValue == "diagnostic" else { return nil }
+        if let d = DiagnosticRecord(json: j, ignoring: ["action", "watch", "side"]) { return "diagnostic \(d.code): \(d.text)" }
+        return j["text"]?.stringValue.map { "diagnostic: \($0)" }
     }
 
     /// `j` with every `deadline` member (nanoseconds on the trace's clock) written as a time,

@@ -164,6 +164,40 @@ public enum AuthInput: Sendable, Hashable {
     case timerFired(AuthTimer)
 }
 
+/// Why ``AuthFlow`` ignored an input: a code and its fields, worded by `DiagnosticCatalogue` when shown.
+public enum AuthIgnored: Sendable, Hashable {
+    /// `cancelLogin` with no login in progress.
+    case noLoginInProgress
+    /// `resumeSession` while a session is already active.
+    case sessionActive
+    /// `refreshNow` or `logout` (`input`) with no session.
+    case noSession(input: String)
+    /// A timer fired that is not armed for this time.
+    case staleTimer(AuthTimer)
+    /// `startLogin` while a login is in progress.
+    case loginInProgress
+    /// `startLogin` while logged in.
+    case alreadyLoggedIn
+    /// A response for a request that is not pending.
+    case staleResponse(AuthRequestID)
+    /// A failure of a request that is not pending.
+    case staleFailure(AuthRequestID)
+
+    /// The diagnostic a trace records (codes `auth.*`).
+    public var record: DiagnosticRecord {
+        switch self {
+        case .noLoginInProgress: DiagnosticRecord("auth.noLoginInProgress")
+        case .sessionActive: DiagnosticRecord("auth.sessionActive")
+        case .noSession(let input): DiagnosticRecord("auth.noSession", ["input": .string(input)])
+        case .staleTimer(let t): DiagnosticRecord("auth.staleTimer", ["timer": .string(t.description)])
+        case .loginInProgress: DiagnosticRecord("auth.loginInProgress")
+        case .alreadyLoggedIn: DiagnosticRecord("auth.alreadyLoggedIn")
+        case .staleResponse(let id): DiagnosticRecord("auth.staleResponse", ["request": .int(Int64(bitPattern: id.rawValue))])
+        case .staleFailure(let id): DiagnosticRecord("auth.staleFailure", ["request": .int(Int64(bitPattern: id.rawValue))])
+        }
+    }
+}
+
 /// What ``AuthFlow`` wants done, in order.
 public enum AuthEffect: Sendable, Hashable {
     /// Open the browser session on `path` (callback scheme nil) with this polling ID and PKCE challenge.
@@ -184,7 +218,7 @@ public enum AuthEffect: Sendable, Hashable {
     /// session-ended failure, deletes the stored login, and shows the login screen.
     case sessionEnded(SessionEndReason)
     /// An input that does not apply was ignored (stale timer, response to no pending request, ...).
-    case ignored(String)
+    case ignored(AuthIgnored)
 }
 
 /// SPEC A2 as a sans-IO value type: the login without callback URL (poll-status loop, code exchange)
@@ -231,22 +265,22 @@ public struct AuthFlow: Sendable, Hashable {
         case .startLogin(let pair, let id):
             startLogin(pair, pollingId: id, now: now, &out)
         case .cancelLogin:
-            guard login != .idle else { return [.ignored("cancelLogin: no login in progress")] }
+            guard login != .idle else { return [.ignored(.noLoginInProgress)] }
             endLogin(&out)
             out.append(.loginFailed(.cancelled))
         case .resumeSession(let stored):
-            guard session == nil else { return [.ignored("resumeSession: a session is already active")] }
+            guard session == nil else { return [.ignored(.sessionActive)] }
             session = stored
             scheduleRefresh(expiry: stored.expiry, now: now, &out)
         case .refreshNow:
-            guard let session else { return [.ignored("refreshNow: no session")] }
+            guard let session else { return [.ignored(.noSession(input: "refreshNow"))] }
             // Joins the refresh in flight, or the retry already scheduled after a failure (a trigger storm,
             // e.g. the relay refusing every upgrade with 401, must not bypass the backoff).
             guard refreshInFlight == nil, refreshFailures == 0 else { return [] }
             disarm(.refresh, &out)
             sendRefresh(session, &out)
         case .logout:
-            guard session != nil else { return [.ignored("logout: no session")] }
+            guard session != nil else { return [.ignored(.noSession(input: "logout"))] }
             endSession(.loggedOut, &out)
         case .httpResponse(let id, let status, let body):
             response(id, status: status, body: body, now: now, &out)
@@ -254,7 +288,7 @@ public struct AuthFlow: Sendable, Hashable {
             failure(id, reason: reason, now: now, &out)
         case .timerFired(let timer):
             guard let deadline = armed[timer], deadline <= now else {
-                return [.ignored("timer \(timer): not armed for this time (stale)")]
+                return [.ignored(.staleTimer(timer))]
             }
             armed[timer] = nil
             fired(timer, now: now, &out)
@@ -265,8 +299,8 @@ public struct AuthFlow: Sendable, Hashable {
     // MARK: Login
 
     private mutating func startLogin(_ pair: PKCEPair, pollingId id: String, now: Moment, _ out: inout [AuthEffect]) {
-        guard login == .idle else { return out.append(.ignored("startLogin: a login is already in progress")) }
-        guard session == nil else { return out.append(.ignored("startLogin: already logged in; log out first")) }
+        guard login == .idle else { return out.append(.ignored(.loginInProgress)) }
+        guard session == nil else { return out.append(.ignored(.alreadyLoggedIn)) }
         pkce = pair
         pollingId = id
         login = .polling(polls: 0, inFlight: nil)
@@ -374,7 +408,7 @@ public struct AuthFlow: Sendable, Hashable {
                     status: status, status == 200 ? "the response carries no token" : "the server refused the code")))
             }
         default:
-            out.append(.ignored("response for \(id): no such request pending (stale)"))
+            out.append(.ignored(.staleResponse(id)))
         }
     }
 
@@ -387,7 +421,7 @@ public struct AuthFlow: Sendable, Hashable {
             endLogin(&out)
             out.append(.loginFailed(.exchangeFailed(status: nil, reason)))
         default:
-            out.append(.ignored("failure of \(id): no such request pending (stale)"))
+            out.append(.ignored(.staleFailure(id)))
         }
     }
 

@@ -513,34 +513,55 @@ public enum ClientDiagnostic: Sendable, Hashable, CustomStringConvertible {
     case waitingForIdentity
     /// A1: the identity store's device ID is not the one this client is configured for.
     case identityMismatch(configured: String, read: String)
-    /// A component (identity, auth, interest) ignored an input; its own words.
-    case component(String, String)
-    /// A3: a reply for an attempt bound to a previous origin completed nothing.
-    case staleOrigin(String)
+    /// A1: the identity gate ignored an input.
+    case identity(IdentityIgnored)
+    /// A2: the login and refresh flow ignored an input.
+    case auth(AuthIgnored)
+    /// A11: the timeline-interest coordinator ignored an input.
+    case interest(InterestDiagnostic)
+    /// A3: a `registered`/`resumed` on this generation, for an attempt bound to a previous origin (`attempt`),
+    /// completed nothing.
+    case staleRegistration(Generation, attempt: AttemptID)
+    /// A3: a reply to this login or refresh request, for an attempt bound to a previous origin, completed
+    /// nothing.
+    case staleReply(request: AuthRequestID, attempt: AttemptID)
     /// A11: the interest delivery was retried 4 times and given up until the next renewal or registration.
     case interestGaveUp(TimelineInterest)
 
-    /// A one-line description.
-    public var description: String {
-        switch self {
-        case .staleGeneration(let g, let cur, let input): "stale \(input) on \(g) (current \(cur.map { $0.description } ?? "none"))"
-        case .staleTimer(let t): "stale timer \(t)"
-        case .undecodableFrame(let g, let why): "undecodable frame on \(g): \(why)"
-        case .droppedSnakeCaseMessage(let g, let path): "dropped message on \(g): snake_case key at \(path)"
-        case .unmatchedResponse(let id): "response for no pending call \(id)"
-        case .traceIdMismatch(let id, let e, let r): "response \(id) rejected: trace ID \(r), request had \(e)"
-        case .responseOnOtherGeneration(let id, let s, let r): "response \(id) on \(r), request went on \(s)"
-        case .unexpectedMessage(let g, let type, let phase): "unexpected \(type) on \(g) in \(phase)"
-        case .relayError(let g, let code, let message): "relay error on \(g): \(code) \(message)"
-        case .timeWentBackwards(let a, let b): "time went backwards from \(a) to \(b)"
-        case .ignoredInput(let what, let phase): "ignored \(what) in \(phase)"
-        case .waitingForIdentity: "start held until the device identity is known"
-        case .identityMismatch(let c, let r): "identity store has device \(r), client is configured for \(c)"
-        case .component(let who, let what): "\(who): \(what)"
-        case .staleOrigin(let what): "stale origin: \(what)"
-        case .interestGaveUp(let i): "interest delivery for \(i.sessionId) given up after 4 retries"
+    /// The diagnostic a trace records: a stable code and structured fields (generations and times as
+    /// integers), never the English, which ``description`` renders from `DiagnosticCatalogue`.
+    public var record: DiagnosticRecord {
+        func gen(_ g: Generation) -> JSONValue { .int(Int64(bitPattern: g.rawValue)) }
+        return switch self {
+        case .staleGeneration(let g, let cur, let input):
+            DiagnosticRecord("staleGeneration", ["gen": gen(g), "current": cur.map(gen) ?? .null, "input": .string(input)])
+        case .staleTimer(let t): DiagnosticRecord("staleTimer", ["timer": .string(t.description)])
+        case .undecodableFrame(let g, let why): DiagnosticRecord("undecodableFrame", ["gen": gen(g), "error": .string(why)])
+        case .droppedSnakeCaseMessage(let g, let path): DiagnosticRecord("droppedSnakeCaseMessage", ["gen": gen(g), "path": .string(path)])
+        case .unmatchedResponse(let id): DiagnosticRecord("unmatchedResponse", ["requestId": .string(id)])
+        case .traceIdMismatch(let id, let e, let r):
+            DiagnosticRecord("traceIdMismatch", ["requestId": .string(id), "expected": .string(e), "received": .string(r)])
+        case .responseOnOtherGeneration(let id, let s, let r):
+            DiagnosticRecord("responseOnOtherGeneration", ["requestId": .string(id), "sentOn": gen(s), "receivedOn": gen(r)])
+        case .unexpectedMessage(let g, let type, let phase):
+            DiagnosticRecord("unexpectedMessage", ["gen": gen(g), "type": .string(type), "phase": .string(phase)])
+        case .relayError(let g, let code, let message):
+            DiagnosticRecord("relayError", ["gen": gen(g), "relayCode": .string(code), "message": .string(message)])
+        case .timeWentBackwards(let a, let b): DiagnosticRecord("timeWentBackwards", ["from": .int(a.nanoseconds), "to": .int(b.nanoseconds)])
+        case .ignoredInput(let what, let phase): DiagnosticRecord("ignoredInput", ["input": .string(what), "phase": .string(phase)])
+        case .waitingForIdentity: DiagnosticRecord("waitingForIdentity")
+        case .identityMismatch(let c, let r): DiagnosticRecord("identityMismatch", ["configured": .string(c), "read": .string(r)])
+        case .identity(let why): why.record
+        case .auth(let why): why.record
+        case .interest(let d): d.record
+        case .staleRegistration(let g, let attempt): DiagnosticRecord("staleRegistration", ["gen": gen(g), "attempt": .int(Int64(bitPattern: attempt.rawValue))])
+        case .staleReply(let id, let attempt): DiagnosticRecord("staleReply", ["request": .int(Int64(bitPattern: id.rawValue)), "attempt": .int(Int64(bitPattern: attempt.rawValue))])
+        case .interestGaveUp(let i): DiagnosticRecord("interestGaveUp", ["sessionId": .string(i.sessionId)])
         }
     }
+
+    /// The English sentence of ``record``.
+    public var description: String { record.text }
 }
 
 /// Everything the client machine wants done. A driver performs them; the trace records them.

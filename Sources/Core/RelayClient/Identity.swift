@@ -51,6 +51,19 @@ public enum IdentityInput: Sendable, Hashable {
     case resetConfirmed
 }
 
+/// Why ``IdentityGate`` ignored an input: a code, worded by `DiagnosticCatalogue` when shown.
+public enum IdentityIgnored: String, Sendable, Hashable {
+    /// A second `start`.
+    case alreadyStarted
+    /// `identityRead` with no read requested.
+    case readNotRequested
+    /// `resetConfirmed` while the identity is not unreadable.
+    case notUnreadable
+
+    /// The diagnostic a trace records (codes `identity.*`).
+    public var record: DiagnosticRecord { DiagnosticRecord("identity." + rawValue) }
+}
+
 /// What ``IdentityGate`` wants done, in order.
 public enum IdentityEffect: Sendable, Hashable {
     /// Read the identity store (off the main thread) and feed the outcome back.
@@ -64,7 +77,7 @@ public enum IdentityEffect: Sendable, Hashable {
     /// reads again (a ``readIdentity`` follows this effect).
     case resetDeviceIdentity
     /// An input that does not apply in the gate's state was ignored (for traces).
-    case ignored(String)
+    case ignored(IdentityIgnored)
 }
 
 /// SPEC A1 as a sans-IO value type: start-up waits for the identity store, and nothing network-facing
@@ -129,12 +142,12 @@ public struct IdentityGate: Sendable, Hashable {
         case (.start, .notStarted):
             return read()
         case (.start, _):
-            return [.ignored("start: already started")]
+            return [.ignored(.alreadyStarted)]
 
         case (.identityRead(let outcome), .reading):
             return received(outcome)
         case (.identityRead, _):
-            return [.ignored("identityRead: no read was requested")]
+            return [.ignored(.readNotRequested)]
 
         case (.protectedDataAvailable, .waitingForFirstUnlock), (.protectedDataAvailable, .jwtLocked),
              (.appActive, .jwtLocked):
@@ -151,7 +164,7 @@ public struct IdentityGate: Sendable, Hashable {
         case (.resetConfirmed, .unreadable):
             return [.resetDeviceIdentity] + read()
         case (.resetConfirmed, _):
-            return [.ignored("resetConfirmed: the identity is not unreadable")]
+            return [.ignored(.notUnreadable)]
         }
     }
 

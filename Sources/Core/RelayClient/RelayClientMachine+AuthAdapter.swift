@@ -8,7 +8,7 @@ extension RelayClientMachine {
             // A3: a reply for a request bound to a previous origin completes nothing: the flow learns that
             // the request failed, and retries on the current origin.
             guard region.complete(attempt).completes else {
-                emit(.diagnostic(.staleOrigin("reply to \(id) (\(attempt))")))
+                emit(.diagnostic(.staleReply(request: id, attempt: attempt)))
                 return applyAuth(auth.handle(.httpFailed(id, reason: "reply from a previous origin"), at: now))
             }
         }
@@ -39,7 +39,7 @@ extension RelayClientMachine {
             case .openBrowser, .loginFailed:
                 emit(.auth(effect))
             case .ignored(let what):
-                emit(.diagnostic(.component("auth", what)))
+                emit(.diagnostic(.auth(what)))
             }
         }
     }

@@ -21,7 +21,7 @@ extension RelayClientMachine {
                     handleStart(pending)
                 }
             case .ignored(let what):
-                emit(.diagnostic(.component("identity", what)))
+                emit(.diagnostic(.identity(what)))
             case .readIdentity, .offerResetDeviceIdentity, .resetDeviceIdentity:
                 emit(.identity(effect))
             }

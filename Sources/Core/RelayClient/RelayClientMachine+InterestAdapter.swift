@@ -36,7 +36,7 @@ extension RelayClientMachine {
             case .gaveUp(_, let lease):
                 emit(.diagnostic(.interestGaveUp(lease)))
             case .diagnostic(let d):
-                emit(.diagnostic(.component("interest", "\(d)")))
+                emit(.diagnostic(.interest(d)))
             }
         }
     }

@@ -373,7 +373,7 @@ public struct RelayClientMachine: Sendable {
         guard case .registering(let socket, let registration, let n) = state, let attempt = registration else { return true }
         state = .registering(socket, registration: nil, reconnectAttempt: n)
         let verdict = region.complete(attempt)
-        if !verdict.completes { emit(.diagnostic(.staleOrigin("registration on \(g) (\(attempt))"))) }
+        if !verdict.completes { emit(.diagnostic(.staleRegistration(g, attempt: attempt))) }
         return verdict.completes
     }
 

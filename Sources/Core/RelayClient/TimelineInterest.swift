@@ -81,16 +81,34 @@ public enum InterestDiagnostic: Sendable, Hashable, CustomStringConvertible {
     /// An input named a claim the coordinator does not hold.
     case unknownClaim(ClaimID, input: String)
     /// An input that does not apply now (e.g. `deliveryFailed` for an unregistered desktop), and why.
-    case ignored(String, reason: String)
+    case ignored(String, reason: InterestIgnoredReason)
 
-    /// A one-line description.
-    public var description: String {
+    /// The diagnostic a trace records (codes `interest.*`).
+    public var record: DiagnosticRecord {
         switch self {
-        case .staleTimer(let t): "stale timer \(t)"
-        case .unknownClaim(let c, let input): "\(input) for unknown \(c)"
-        case .ignored(let what, let why): "ignored \(what): \(why)"
+        case .staleTimer(let t): DiagnosticRecord("interest.staleTimer", ["timer": .string(t.description)])
+        case .unknownClaim(let c, let input):
+            DiagnosticRecord("interest.unknownClaim", ["claim": .int(Int64(bitPattern: c.rawValue)), "input": .string(input)])
+        case .ignored(let what, let why): DiagnosticRecord("interest." + why.rawValue, ["input": .string(what)])
         }
     }
+
+    /// The sentence of ``record``.
+    public var description: String { record.text }
+}
+
+/// Why the interest coordinator ignored an input.
+public enum InterestIgnoredReason: String, Sendable, Hashable {
+    /// `enteredForeground` while in the foreground.
+    case alreadyInForeground
+    /// A delivery input for a desktop that is not registered.
+    case desktopNotRegistered
+    /// A delivery input with no interest to deliver.
+    case nothingToDeliver
+    /// A delivery failure while a retry is already scheduled.
+    case retryScheduled
+    /// A delivery failure after the coordinator gave up until the next renewal or registration.
+    case gaveUp
 }
 
 /// What ``TimelineInterestCoordinator`` wants done.
@@ -238,7 +256,7 @@ public struct TimelineInterestCoordinator: Sendable {
     public mutating func enteredForeground(at time: Moment) -> [InterestEffect] {
         begin(time)
         guard !isForeground else {
-            out.append(.diagnostic(.ignored("enteredForeground", reason: "already in the foreground")))
+            out.append(.diagnostic(.ignored("enteredForeground", reason: .alreadyInForeground)))
             return end()
         }
         isForeground = true
@@ -309,19 +327,19 @@ public struct TimelineInterestCoordinator: Sendable {
         begin(time)
         let what = "deliveryFailed(\(desktopId))"
         guard var d = desktops[desktopId], d.registered else {
-            out.append(.diagnostic(.ignored(what, reason: "desktop not registered")))
+            out.append(.diagnostic(.ignored(what, reason: .desktopNotRegistered)))
             return end()
         }
         guard let message = currentInterest(desktopId, d) else {
-            out.append(.diagnostic(.ignored(what, reason: "no interest to deliver")))
+            out.append(.diagnostic(.ignored(what, reason: .nothingToDeliver)))
             return end()
         }
         guard armed[.retry(desktopId: desktopId)] == nil else {
-            out.append(.diagnostic(.ignored(what, reason: "a retry is already scheduled")))
+            out.append(.diagnostic(.ignored(what, reason: .retryScheduled)))
             return end()
         }
         guard !d.gaveUp else {
-            out.append(.diagnostic(.ignored(what, reason: "gave up until the next renewal or registration")))
+            out.append(.diagnostic(.ignored(what, reason: .gaveUp)))
             return end()
         }
         guard d.retriesSent < ClientConstants.interestRetryLimit else {

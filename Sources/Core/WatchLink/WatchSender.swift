@@ -246,4 +246,19 @@ public enum WatchDiagnostic: Sendable, Hashable {
     case ackOutsideSentRange(CommandAck, baseline: UInt64, next: UInt64)
     /// A send failure for a number not in the queue was ignored.
     case sendFailedForUnknownSequence(UInt64)
+
+    /// The diagnostic a trace records: a stable code and structured fields, worded by `DiagnosticCatalogue`
+    /// when shown.
+    public var record: DiagnosticRecord {
+        func ack(_ a: CommandAck) -> [String: JSONValue] {
+            ["next": .int(Int64(bitPattern: a.next)), "incarnation": .string(a.incarnation.description)]
+        }
+        return switch self {
+        case .ackForOtherIncarnation(let a): DiagnosticRecord("ackForOtherIncarnation", ack(a))
+        case .ackOutsideSentRange(let a, let baseline, let next):
+            DiagnosticRecord("ackOutsideSentRange", ack(a).merging(["baseline": .int(Int64(bitPattern: baseline)),
+                                                                    "sentNext": .int(Int64(bitPattern: next))]) { a, _ in a })
+        case .sendFailedForUnknownSequence(let s): DiagnosticRecord("sendFailedForUnknownSequence", ["sequence": .int(Int64(bitPattern: s))])
+        }
+    }
 }

@@ -107,10 +107,6 @@ extension ClientRecordCodec {
             w.key("reason")
             w.string(failure.description)
             w.raw("}")
-        case .diagnostic(let d):
-            w.raw("{\"action\":\"diagnostic\",\"text\":")
-            w.string(d.description)
-            w.raw("}")
         default:
             return nil
         }

@@ -110,7 +110,9 @@ extension ClientRecordCodec {
             return (["action": "epochOpened", "epoch": .int(Int64(bitPattern: epoch)), "reason": .string(reason.rawValue),
                      "deadline": .int(deadline.nanoseconds)], nil)
         case .diagnostic(let d):
-            return (["action": "diagnostic", "text": .string(d.description)], nil)
+            var o = d.record.members
+            o["action"] = "diagnostic"
+            return (.object(o), nil)
         case .openTransport(let g, _, _), .send(let g, _, _), .closeTransport(let g, _, _):
             return (["action": "transport"], g)  // never reached: these have their own record kinds
         }
@@ -171,7 +173,10 @@ extension ClientRecordCodec {
             return .object(o)
         case .offerResetDeviceIdentity: return ["action": "identity.offerReset"]
         case .resetDeviceIdentity: return ["action": "identity.reset"]
-        case .ignored(let what): return ["action": "identity.ignored", "text": .string(what)]
+        case .ignored(let why):  // the machine reports these as diagnostics; the same record here
+            var o = why.record.members
+            o["action"] = "diagnostic"
+            return .object(o)
         }
     }
 
@@ -186,7 +191,10 @@ extension ClientRecordCodec {
         case .loginFailed(let f): return ["action": "auth.loginFailed", "reason": .string(f.description)]
         case .tokenUpdated(let l): return ["action": "auth.tokenUpdated", "login": loginJSON(l)]
         case .sessionEnded(let r): return ["action": "auth.sessionEnded", "reason": .string(r.description)]
-        case .ignored(let what): return ["action": "auth.ignored", "text": .string(what)]
+        case .ignored(let why):  // the machine reports these as diagnostics; the same record here
+            var o = why.record.members
+            o["action"] = "diagnostic"
+            return .object(o)
         }
     }
 }

@@ -105,7 +105,7 @@ public enum ClientRecordCodec {
         case .connectionFailed(let g, _):
             return directRecord(action, time, g)
         case .ingress(.deliverSnapshot), .ingress(.deliverControl), .callCompleted, .desktopStatusChanged,
-             .epochOpened, .diagnostic:
+             .epochOpened:
             return directRecord(action, time, nil)
         default:
             let (json, g) = actionJSON(action)

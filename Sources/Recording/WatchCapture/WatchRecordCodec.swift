@@ -283,12 +283,10 @@ public enum WatchRecordCodec {
         case .cancelTimer(.stalledAck):
             return ["watch": "cancelTimer", "side": "watch", "timer": "stalledAck"]
         case .diagnostic(let d):
-            let text: String = switch d {
-            case .ackForOtherIncarnation(let a): "ignored \(a): another incarnation"
-            case .ackOutsideSentRange(let a, let b, let n): "ignored \(a): outside the sent range \(b)..<\(n)"
-            case .sendFailedForUnknownSequence(let s): "ignored a send failure for #\(s): not queued"
-            }
-            return ["watch": "diagnostic", "side": "watch", "text": .string(text)]
+            var o = d.record.members
+            o["watch"] = "diagnostic"
+            o["side"] = "watch"
+            return .object(o)
         }
     }
 

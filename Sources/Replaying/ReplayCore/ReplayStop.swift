@@ -166,12 +166,33 @@ public struct ReplayPauses: Sendable {
 public enum RecordMatching {
     /// Whether a recorded action record and a replayed one say the same: kind, generation and direction
     /// equal; JSON payloads equal canonically (key order ignored); binary payloads equal byte for byte.
+    ///
+    /// A diagnostic recorded before diagnostics were typed holds only its English (`text`); it matches a
+    /// replayed diagnostic whose code and fields render to that sentence, so those traces still replay.
     public static func matches(recorded: TraceRecord, actual: TraceRecord) -> Bool {
         guard recorded.kind == actual.kind, recorded.generation == actual.generation,
               recorded.direction == actual.direction else { return false }
         if recorded.payload == actual.payload { return true }
         guard recorded.kind != .frameBinary,
               let a = try? JSONValue(parsing: recorded.payload), let b = try? JSONValue(parsing: actual.payload) else { return false }
-        return a.canonicallyEquals(b)
+        return a.canonicallyEquals(b) || legacyDiagnosticMatches(recorded: a, actual: b)
+    }
+
+    /// The record-kind members of a diagnostic record on each channel: `{"action":"diagnostic",...}` on the
+    /// relay channel, `{"watch":"diagnostic","side":...,...}` on the watch channel.
+    static let diagnosticKindMembers: Set<String> = ["action", "watch", "side"]
+
+    /// `recorded` is an untyped diagnostic (`text` and its kind members only) whose sentence is what the
+    /// typed diagnostic `actual` renders, with the same kind members.
+    static func legacyDiagnosticMatches(recorded: JSONValue, actual: JSONValue) -> Bool {
+        guard case .object(let r) = recorded, case .object(let x) = actual, let text = r["text"]?.stringValue,
+              r["code"] == nil, r["action"]?.stringValue == "diagnostic" || r["watch"]?.stringValue == "diagnostic",
+              let typed = DiagnosticRecord(json: actual, ignoring: diagnosticKindMembers) else { return false }
+        var kind = r
+        kind["text"] = nil
+        guard kind.count == r.count - 1, kind.keys.allSatisfy(diagnosticKindMembers.contains),
+              kind.allSatisfy({ x[$0.key] == $0.value }),
+              x.keys.filter(diagnosticKindMembers.contains).count == kind.count else { return false }
+        return DiagnosticCatalogue.matchesLegacyText(text, typed)
     }
 }
