@@ -141,6 +141,46 @@ import Testing
         #expect(back.1.last == HTTPHeader("X-Target-Desktop-Device-ID", TestIdentity.desktopId), "back to the desktop it had")
     }
 
+    /// The link socket closes after `link.accepted`: the phone goes back to the desktop it had on its own.
+    /// When the store then fails, that socket is already the way back: it stays, nothing is opened beside
+    /// it and nothing is dropped without a close (in the foreground or, once the app is in the background,
+    /// through the usual background close).
+    @Test(arguments: [false, true])
+    func aStoreFailureAfterTheLinkSocketClosedKeepsTheWayBack(background: Bool) throws {
+        var h = ClientHarness()
+        h.feed(TestIdentity.start())
+        h.skip(.openTransport, .phaseChanged)
+        h.feed(.transportOpened(Generation(1)))
+        h.skip(.phaseChanged, .send)
+        h.feed(.transportFrame(Generation(1), RelayFrames.registered()))
+        h.skip(.storeResumeCredentials, .phaseChanged)
+        h.feed(.link(.enterCode("ABCD-EFGH")))
+        h.skip(.closeTransport, .openTransport, .phaseChanged)
+        h.feed(.transportOpened(Generation(2)))
+        h.skip(.send)
+        h.feed(.transportFrame(Generation(2), Self.accepted()))
+        #expect(h.takeActions() == [.link(.store(LinkedDesktop(deviceId: Self.desk, name: "Studio Mac", linkedAt: 1_768_478_405_250)))])
+        h.feed(.transportClosed(Generation(2), code: 1006, reason: "gone"))
+        let back = try #require(Self.opens(h.takeActions()).first, "the phone reconnects at once")
+        #expect(back.1.last == HTTPHeader("X-Target-Desktop-Device-ID", TestIdentity.desktopId))
+        let g = back.0
+        h.feed(.transportOpened(g))
+        h.skip(.phaseChanged, .send)
+        if background {
+            h.feed(.appState(.background))
+            let closed = h.takeActions()
+            #expect(closed.contains(.closeTransport(g, code: 1001, reason: "app in background")), "\(closed)")
+            h.feed(.link(.storeFailed("disk full")))
+            #expect(h.takeActions() == [.link(.finished(.failed(.storeFailed("disk full"))))])
+            #expect(h.machine.phase == .suspended(.background))
+        } else {
+            h.feed(.link(.storeFailed("disk full")))
+            #expect(h.takeActions() == [.link(.finished(.failed(.storeFailed("disk full"))))], "the socket to the desktop stays")
+            #expect(h.machine.phase == .registering(g) && h.machine.generation == g)
+        }
+        #expect(h.machine.desktopId == TestIdentity.desktopId && h.machine.linkAttempt == nil)
+    }
+
     @Test func aCodeBeforeStartIsRefused() throws {
         var h = ClientHarness()
         h.feed(.link(.enterCode("ABCD-EFGH")))

@@ -178,10 +178,12 @@ extension RelayClientMachine {
     private mutating func linkStoreFailed(_ why: String) {
         guard let attempt = linkAttempt, attempt.accepted != nil else { return ignored("link store failed") }
         abandonLink(.storeFailed(why))
-        if let g = attempt.generation, g == generation {
-            emit(.closeTransport(g, code: ClientConstants.closeCode, reason: "link not stored"))
-            retire(g)
-        }
+        // Once the link socket closed (after `link.accepted`), the machine already went back on its own: a
+        // socket to the desktop it had, a reconnect to it, or a suspension. That is the way back; opening
+        // another socket beside it would leave the current one open and forgotten.
+        guard let g = attempt.generation, g == generation else { return }
+        emit(.closeTransport(g, code: ClientConstants.closeCode, reason: "link not stored"))
+        retire(g)
         returnFromLink()
     }
 
