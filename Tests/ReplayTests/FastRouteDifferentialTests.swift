@@ -71,9 +71,9 @@ import Trace
         let reference = Result { () throws(InboundFrameError) in try RelayMessage(decodingInboundReference: text) }
         #expect(fast == reference, "\(text)", sourceLocation: sourceLocation)
         if text == #"{"type":"pong"}"# { taken.pong += 1 }
-        else if JSONValue.readingCanonicalEvent(text) != nil { taken.canonicalEvent += 1 }
-        else if JSONValue.readingCanonicalRpcResponse(text) != nil { taken.canonicalResponse += 1 }
-        else if let d = try? JSONValue.parsingDeferringEventPayload(text), d.deferred != nil { taken.deferred += 1 }
+        else if RelayFrameReader.readingCanonicalEvent(text) != nil { taken.canonicalEvent += 1 }
+        else if RelayFrameReader.readingCanonicalRpcResponse(text) != nil { taken.canonicalResponse += 1 }
+        else if let d = try? RelayFrameReader.parsingDeferringEventPayload(text), d.deferred != nil { taken.deferred += 1 }
         guard case .success(.event(let e)) = fast, let raw = e.rawPayload else { return }
         let direct = Result { () throws(MessageDecodeError) in try TimelineUpdated(raw: raw) }
         let general = Result { () throws(MessageDecodeError) in try TimelineUpdated(json: raw.value) }

@@ -70,37 +70,6 @@ extension JSONValue {
     }
 }
 
-extension JSONValue {
-    /// Parses an inbound message like `parsingNotingUnderscoreKeys`, except that an object at
-    /// `$.payload.payload` (an event's own payload) is only validated (syntax, UTF-8, depth, `_` in its
-    /// keys), not built: `.null` stands in its place in `value` and `deferred` holds its bytes. When the
-    /// text has more than one top-level or envelope `payload` key, `ambiguous` is true and the caller must
-    /// parse fully (the last key wins in a full parse).
-    static func parsingDeferringEventPayload(_ text: String) throws(JSONParseError)
-        -> (value: JSONValue, underscoreInKey: Bool, deferred: RawJSON?, ambiguous: Bool) {
-        var text = text
-        return try text.withUTF8 { buffer -> Result<(value: JSONValue, underscoreInKey: Bool, deferred: RawJSON?, ambiguous: Bool), JSONParseError> in
-            var parser = JSONByteParser(buffer)
-            parser.deferEventPayload = true
-            do throws(JSONParseError) {
-                let value = try parser.parseDocument()
-                let deferred = parser.deferredRange.map { r -> RawJSON in
-                    let bytes = Array(UnsafeBufferPointer(rebasing: buffer[r]))
-                    let index = parser.deferredIndex.map { m in
-                        RawMember(key: m.key, built: m.scalar, source: bytes,
-                                  range: (m.range.lowerBound - r.lowerBound)..<(m.range.upperBound - r.lowerBound))
-                    }
-                    return RawJSON(validated: bytes, index: index)
-                }
-                let ambiguous = parser.topPayloadKeys > 1 || parser.envelopePayloadKeys > 1
-                return .success((value, parser.underscoreInKey, deferred, ambiguous))
-            } catch {
-                return .failure(error)
-            }
-        }.get()
-    }
-}
-
 /// ASCII bytes the parser and serialiser care about.
 enum ASCII {
     static let quote = UInt8(ascii: "\"")
@@ -137,19 +106,6 @@ struct JSONByteParser {
     /// The members of the objects being parsed, innermost last: an object's members are collected here and
     /// moved into a dictionary of exactly the right capacity when it closes (no rehashing as it grows).
     var members: [(String, JSONValue)] = []
-    /// When set (`parsingDeferringEventPayload`), an object value at `$.payload.payload` is validated and
-    /// skipped instead of built: `.null` stands in its place and `deferredRange` holds its bytes.
-    var deferEventPayload = false
-    /// The next object parsed is the value of the top-level `payload` member.
-    private var nextObjectIsEnvelope = false
-    /// The byte range of the skipped `$.payload.payload` object.
-    var deferredRange: Range<Int>?
-    /// Its top-level members: key, built scalar (nil for an object or array), byte range.
-    var deferredIndex: [ShallowMember] = []
-    /// How many `payload` keys the top-level object and the envelope object had (more than one: ambiguous,
-    /// the caller must parse fully).
-    var topPayloadKeys = 0
-    var envelopePayloadKeys = 0
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -165,38 +121,42 @@ struct JSONByteParser {
         return "byte 0x\(hexString([byte]))"
     }
 
-    /// `parseDocument` (same checks, same errors) that reads a top-level object shallowly
-    /// (`parseShallowObject(expanding:)`) and only validates any other value. Nil members: not an object.
-    mutating func parseShallowDocument(expanding: String?, keeping: [String]?) throws(JSONParseError) -> [ShallowMember]? {
+    /// The one document reader: no byte order mark, whitespace around one value, which `top` reads (or
+    /// skips) at `index`, and nothing after it.
+    @inline(__always)
+    mutating func readDocument<T>(_ top: (inout JSONByteParser) throws(JSONParseError) -> T) throws(JSONParseError) -> T {
         if end >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
             throw fail("a byte order mark is not allowed; send UTF-8 without a BOM", at: 0)
         }
         skipWhitespace()
-        var members: [ShallowMember]?
-        if index < end && bytes[index] == ASCII.openBrace {
-            members = try parseShallowObject(expanding: expanding, keeping: keeping)
-        } else {
-            try skipValue()
-        }
-        skipWhitespace()
-        if index < end {
-            throw fail("unexpected \(describe(bytes[index])) after the JSON value; only whitespace may follow", at: index)
-        }
-        return members
-    }
-
-    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
-        if end >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF {
-            throw fail("a byte order mark is not allowed; send UTF-8 without a BOM", at: 0)
-        }
-        skipWhitespace()
-        let value = try parseValue()
+        let value = try top(&self)
         skipWhitespace()
         if index < end {
             throw fail("unexpected \(describe(bytes[index])) after the JSON value; only whitespace may follow", at: index)
         }
         return value
     }
+
+    /// The whole document as a tree.
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        try readDocument { p throws(JSONParseError) in try p.parseValue() }
+    }
+
+    /// `parseDocument` (same checks, same errors) that reads a top-level object shallowly
+    /// (`parseShallowObject(expanding:)`) and only validates any other value. Nil members: not an object.
+    mutating func parseShallowDocument(expanding: String?, keeping: [String]?) throws(JSONParseError) -> [ShallowMember]? {
+        try readDocument { p throws(JSONParseError) -> [ShallowMember]? in
+            guard p.isAt(ASCII.openBrace) else {
+                try p.skipValue()
+                return nil
+            }
+            return try p.parseShallowObject(expanding: expanding, keeping: keeping)
+        }
+    }
+
+    /// Whether the byte at `index` is `byte`.
+    @inline(__always)
+    func isAt(_ byte: UInt8) -> Bool { index < end && bytes[index] == byte }
 
     @inline(__always)
     mutating func skipWhitespace() {
@@ -207,7 +167,7 @@ struct JSONByteParser {
         }
     }
 
-    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
+    mutating func parseValue() throws(JSONParseError) -> JSONValue {
         guard index < end else { throw fail("unexpected end of input; expected a value", at: index) }
         switch bytes[index] {
         case ASCII.openBrace: return try parseObject()
@@ -241,19 +201,23 @@ struct JSONByteParser {
         }
     }
 
-    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+    // MARK: The object and array loops
+
+    /// The one object loop: the braces, the keys, the colons and commas, the depth limit and every syntax
+    /// error, for each way of reading an object (building it, skipping it, reading it shallowly, or the
+    /// relay frame reader's deferral). `member` reads or skips the value at `index` of the member whose key
+    /// it is given (`""` when `buildingKeys` is false: the keys are only validated, and `_` in them noted).
+    @inline(__always)
+    mutating func readObject(buildingKeys: Bool, _ member: (inout JSONByteParser, String) throws(JSONParseError) -> Void) throws(JSONParseError) {
         let open = index
-        let isEnvelope = nextObjectIsEnvelope
-        nextObjectIsEnvelope = false
         try enter(at: open)
         index += 1
         skipWhitespace()
         if index < end && bytes[index] == ASCII.closeBrace {
             index += 1
             depth -= 1
-            return .object([:])
+            return
         }
-        let base = members.count
         while true {
             guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
             guard bytes[index] == ASCII.quote else {
@@ -262,7 +226,13 @@ struct JSONByteParser {
                 }
                 throw fail("unexpected \(describe(bytes[index])); expected a string key", at: index)
             }
-            let key = try parseString(isKey: true)
+            let key: String
+            if buildingKeys {
+                key = try parseString(isKey: true)
+            } else {
+                try skipString(isKey: true)
+                key = ""
+            }
             skipWhitespace()
             guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
             guard bytes[index] == ASCII.colon else {
@@ -270,29 +240,7 @@ struct JSONByteParser {
             }
             index += 1
             skipWhitespace()
-            let value: JSONValue
-            if deferEventPayload && (depth == 1 || isEnvelope) && key == "payload" {
-                let isObject = index < end && bytes[index] == ASCII.openBrace
-                if depth == 1 {
-                    topPayloadKeys += 1
-                    nextObjectIsEnvelope = isObject
-                    value = try parseValue()
-                    nextObjectIsEnvelope = false
-                } else {
-                    envelopePayloadKeys += 1
-                    if isObject {
-                        let start = index
-                        deferredIndex = try parseShallowObject()
-                        deferredRange = start..<index
-                        value = .null
-                    } else {
-                        value = try parseValue()
-                    }
-                }
-            } else {
-                value = try parseValue()
-            }
-            members.append((key, value))
+            try member(&self, key)
             skipWhitespace()
             guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
             switch bytes[index] {
@@ -302,35 +250,32 @@ struct JSONByteParser {
             case ASCII.closeBrace:
                 index += 1
                 depth -= 1
-                var object = [String: JSONValue](minimumCapacity: members.count - base)
-                for k in base..<members.count {
-                    object[members[k].0] = members[k].1  // in order: with a repeated key the last one wins
-                }
-                members.removeSubrange(base...)
-                return .object(object)
+                return
             case let b:
                 throw fail("unexpected \(describe(b)); expected ',' or '}' in the object opened at byte \(open)", at: index)
             }
         }
     }
 
-    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+    /// The one array loop, as ``readObject(buildingKeys:_:)`` for objects: `element` reads or skips each
+    /// element at `index`.
+    @inline(__always)
+    mutating func readArray(_ element: (inout JSONByteParser) throws(JSONParseError) -> Void) throws(JSONParseError) {
         let open = index
         try enter(at: open)
         index += 1
-        var elements = [JSONValue]()
         skipWhitespace()
         if index < end && bytes[index] == ASCII.closeBracket {
             index += 1
             depth -= 1
-            return .array(elements)
+            return
         }
         while true {
             guard index < end else { throw fail("unterminated array opened at byte \(open)", at: index) }
             if bytes[index] == ASCII.closeBracket {
                 throw fail("trailing comma before ']'", at: index)
             }
-            elements.append(try parseValue())
+            try element(&self)
             skipWhitespace()
             guard index < end else { throw fail("unterminated array opened at byte \(open)", at: index) }
             switch bytes[index] {
@@ -340,11 +285,39 @@ struct JSONByteParser {
             case ASCII.closeBracket:
                 index += 1
                 depth -= 1
-                return .array(elements)
+                return
             case let b:
                 throw fail("unexpected \(describe(b)); expected ',' or ']' in the array opened at byte \(open)", at: index)
             }
         }
+    }
+
+    /// Builds the object at `index`, each member's value read by `value` (given its key). The members are
+    /// collected in ``members`` and moved into a dictionary of exactly their count when the object closes;
+    /// with a repeated key the last one wins.
+    @inline(__always)
+    mutating func buildObject(_ value: (inout JSONByteParser, String) throws(JSONParseError) -> JSONValue) throws(JSONParseError) -> JSONValue {
+        let base = members.count
+        try readObject(buildingKeys: true) { p, key throws(JSONParseError) in
+            let v = try value(&p, key)
+            p.members.append((key, v))
+        }
+        var object = [String: JSONValue](minimumCapacity: members.count - base)
+        for k in base..<members.count {
+            object[members[k].0] = members[k].1  // in order: with a repeated key the last one wins
+        }
+        members.removeSubrange(base...)
+        return .object(object)
+    }
+
+    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try buildObject { p, _ throws(JSONParseError) in try p.parseValue() }
+    }
+
+    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        var elements = [JSONValue]()
+        try readArray { p throws(JSONParseError) in elements.append(try p.parseValue()) }
+        return .array(elements)
     }
 
     // MARK: Skipping (validate without building)
@@ -367,136 +340,33 @@ struct JSONByteParser {
     /// `expanding` is read the same shallow way (its members in ``ShallowMember/members``). Returns every
     /// member with its byte range.
     mutating func parseShallowObject(expanding: String? = nil, keeping: [String]? = nil) throws(JSONParseError) -> [ShallowMember] {
-        let open = index
-        try enter(at: open)
-        index += 1
         var out: [ShallowMember] = []
-        skipWhitespace()
-        if index < end && bytes[index] == ASCII.closeBrace {
-            index += 1
-            depth -= 1
-            return out
-        }
-        out.reserveCapacity(8)
-        while true {
-            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
-            guard bytes[index] == ASCII.quote else {
-                if bytes[index] == ASCII.closeBrace {
-                    throw fail("trailing comma before '}'", at: index)
-                }
-                throw fail("unexpected \(describe(bytes[index])); expected a string key", at: index)
-            }
-            let key = try parseString(isKey: true)
-            skipWhitespace()
-            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
-            guard bytes[index] == ASCII.colon else {
-                throw fail("unexpected \(describe(bytes[index])); expected ':' after the key", at: index)
-            }
-            index += 1
-            skipWhitespace()
-            let start = index
-            if let expanding, index < end, bytes[index] == ASCII.openBrace, key == expanding {
-                let inner = try parseShallowObject(keeping: keeping)
-                out.append(ShallowMember(key: key, scalar: nil, range: start..<index, members: inner))
-            } else if index < end && (bytes[index] == ASCII.openBrace || bytes[index] == ASCII.openBracket) {
-                try skipValue()
-                out.append(ShallowMember(key: key, scalar: nil, range: start..<index))
+        try readObject(buildingKeys: true) { p, key throws(JSONParseError) in
+            if out.isEmpty { out.reserveCapacity(8) }
+            let start = p.index
+            if let expanding, p.isAt(ASCII.openBrace), key == expanding {
+                let inner = try p.parseShallowObject(keeping: keeping)
+                out.append(ShallowMember(key: key, scalar: nil, range: start..<p.index, members: inner))
+            } else if p.isAt(ASCII.openBrace) || p.isAt(ASCII.openBracket) {
+                try p.skipValue()
+                out.append(ShallowMember(key: key, scalar: nil, range: start..<p.index))
             } else if let keeping, !keeping.contains(key) {
-                try skipValue()
-                out.append(ShallowMember(key: key, scalar: nil, range: start..<index))
+                try p.skipValue()
+                out.append(ShallowMember(key: key, scalar: nil, range: start..<p.index))
             } else {
-                let v = try parseValue()
-                out.append(ShallowMember(key: key, scalar: v, range: start..<index))
-            }
-            skipWhitespace()
-            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
-            switch bytes[index] {
-            case ASCII.comma:
-                index += 1
-                skipWhitespace()
-            case ASCII.closeBrace:
-                index += 1
-                depth -= 1
-                return out
-            case let b:
-                throw fail("unexpected \(describe(b)); expected ',' or '}' in the object opened at byte \(open)", at: index)
+                let v = try p.parseValue()
+                out.append(ShallowMember(key: key, scalar: v, range: start..<p.index))
             }
         }
+        return out
     }
 
     private mutating func skipObject() throws(JSONParseError) {
-        let open = index
-        try enter(at: open)
-        index += 1
-        skipWhitespace()
-        if index < end && bytes[index] == ASCII.closeBrace {
-            index += 1
-            depth -= 1
-            return
-        }
-        while true {
-            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
-            guard bytes[index] == ASCII.quote else {
-                if bytes[index] == ASCII.closeBrace {
-                    throw fail("trailing comma before '}'", at: index)
-                }
-                throw fail("unexpected \(describe(bytes[index])); expected a string key", at: index)
-            }
-            try skipString(isKey: true)
-            skipWhitespace()
-            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
-            guard bytes[index] == ASCII.colon else {
-                throw fail("unexpected \(describe(bytes[index])); expected ':' after the key", at: index)
-            }
-            index += 1
-            skipWhitespace()
-            try skipValue()
-            skipWhitespace()
-            guard index < end else { throw fail("unterminated object opened at byte \(open)", at: index) }
-            switch bytes[index] {
-            case ASCII.comma:
-                index += 1
-                skipWhitespace()
-            case ASCII.closeBrace:
-                index += 1
-                depth -= 1
-                return
-            case let b:
-                throw fail("unexpected \(describe(b)); expected ',' or '}' in the object opened at byte \(open)", at: index)
-            }
-        }
+        try readObject(buildingKeys: false) { p, _ throws(JSONParseError) in try p.skipValue() }
     }
 
     private mutating func skipArray() throws(JSONParseError) {
-        let open = index
-        try enter(at: open)
-        index += 1
-        skipWhitespace()
-        if index < end && bytes[index] == ASCII.closeBracket {
-            index += 1
-            depth -= 1
-            return
-        }
-        while true {
-            guard index < end else { throw fail("unterminated array opened at byte \(open)", at: index) }
-            if bytes[index] == ASCII.closeBracket {
-                throw fail("trailing comma before ']'", at: index)
-            }
-            try skipValue()
-            skipWhitespace()
-            guard index < end else { throw fail("unterminated array opened at byte \(open)", at: index) }
-            switch bytes[index] {
-            case ASCII.comma:
-                index += 1
-                skipWhitespace()
-            case ASCII.closeBracket:
-                index += 1
-                depth -= 1
-                return
-            case let b:
-                throw fail("unexpected \(describe(b)); expected ',' or ']' in the array opened at byte \(open)", at: index)
-            }
-        }
+        try readArray { p throws(JSONParseError) in try p.skipValue() }
     }
 
     /// Moves `index` past the plain string bytes ahead, eight at a time: stops at (or, near the end of the
@@ -759,161 +629,5 @@ struct JSONByteParser {
         case .valid(let length): index += length
         case .invalid(let offset, let reason): throw fail("invalid UTF-8: \(reason)", at: offset)
         }
-    }
-}
-
-/// The fields of an `event` frame read by ``JSONValue/readingCanonicalEvent(_:)``.
-struct CanonicalEventFields {
-    var eventId: Int64
-    var eventType: String
-    var payload: RawJSON
-    var sourceDeviceId: String
-    var targetDeviceId: String?
-    var timestamp: String
-}
-
-extension JSONValue {
-    /// Reads an `event` frame in exactly the shape the relay writes (compact, keys in canonical order):
-    /// `{"eventId":<int>,"payload":{"eventType":"…","payload":{…}},"sourceDeviceId":"…","targetDeviceId":null|"…",`
-    /// `"timestamp":"…","type":"event"}`, the envelope strings printable ASCII without escapes, the eventId a
-    /// plain non-negative integer, and `$.payload.payload` an object validated and indexed as by
-    /// ``parsingDeferringEventPayload(_:)`` (no tree built) with no `_` in any key. Anything else (other
-    /// spacing or order, escapes, a `_` key, a syntax error, ...) gives nil: the caller then takes the general
-    /// route, which stays the reference for results and errors.
-    static func readingCanonicalEvent(_ text: String) -> CanonicalEventFields? {
-        var text = text
-        return text.withUTF8 { buffer -> CanonicalEventFields? in
-            var parser = JSONByteParser(buffer)
-            return parser.readCanonicalEvent()
-        }
-    }
-}
-
-extension JSONByteParser {
-    /// Moves past `literal` when the input continues with it; false (index unchanged) otherwise.
-    private mutating func consume(_ literal: StaticString) -> Bool {
-        let n = literal.utf8CodeUnitCount
-        guard end - index >= n, let base = bytes.baseAddress else { return false }
-        let a = UnsafeRawPointer(base + index)
-        let b = UnsafeRawPointer(literal.utf8Start)
-        var k = 0
-        while n - k >= 8 {  // eight bytes at a time
-            guard a.loadUnaligned(fromByteOffset: k, as: UInt64.self) == b.loadUnaligned(fromByteOffset: k, as: UInt64.self) else {
-                return false
-            }
-            k += 8
-        }
-        while k < n {
-            guard a.load(fromByteOffset: k, as: UInt8.self) == b.load(fromByteOffset: k, as: UInt8.self) else { return false }
-            k += 1
-        }
-        index += n
-        return true
-    }
-
-    /// A string of printable ASCII without escapes at `index`; nil for anything else.
-    private mutating func plainString() -> String? {
-        guard index < end, bytes[index] == ASCII.quote else { return nil }
-        let start = index + 1
-        var i = start
-        while i < end {
-            let b = bytes[i]
-            if b == ASCII.quote {
-                index = i + 1
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
-            }
-            guard b >= 0x20 && b < 0x7F && b != ASCII.backslash else { return nil }
-            i += 1
-        }
-        return nil
-    }
-
-    /// A non-negative integer of at most 18 digits without fraction or exponent at `index`; nil otherwise.
-    private mutating func plainInteger() -> Int64? {
-        var i = index
-        var v: Int64 = 0
-        while i < end && bytes[i] >= ASCII.zero && bytes[i] <= ASCII.nine {
-            guard i - index < 18 else { return nil }
-            v = v * 10 + Int64(bytes[i] - ASCII.zero)
-            i += 1
-        }
-        let n = i - index
-        guard n > 0, n == 1 || bytes[index] != ASCII.zero else { return nil }
-        if i < end && (bytes[i] == ASCII.dot || bytes[i] == ASCII.lowerE || bytes[i] == ASCII.upperE) { return nil }
-        index = i
-        return v
-    }
-
-    /// See ``JSONValue/readingCanonicalEvent(_:)``.
-    mutating func readCanonicalEvent() -> CanonicalEventFields? {
-        guard consume(#"{"eventId":"#), let eventId = plainInteger(),
-              consume(#","payload":{"eventType":"#), let eventType = plainString(),
-              consume(#","payload":"#), index < end, bytes[index] == ASCII.openBrace else { return nil }
-        let start = index
-        depth = 2  // the object's depth in the whole message, as in the general parse
-        guard let members = try? parseShallowObject(), !underscoreInKey else { return nil }
-        let range = start..<index
-        guard consume(#"},"sourceDeviceId":"#), let source = plainString(), consume(#","targetDeviceId":"#) else {
-            return nil
-        }
-        var target: String?
-        if !consume("null") {
-            guard let t = plainString() else { return nil }
-            target = t
-        }
-        guard consume(#","timestamp":"#), let timestamp = plainString(), consume(#","type":"event"}"#), index == end else {
-            return nil
-        }
-        let raw = Array(UnsafeBufferPointer(rebasing: bytes[range]))
-        let index = members.map { m in
-            RawMember(key: m.key, built: m.scalar, source: raw,
-                      range: (m.range.lowerBound - range.lowerBound)..<(m.range.upperBound - range.lowerBound))
-        }
-        return CanonicalEventFields(eventId: eventId, eventType: eventType, payload: RawJSON(validated: raw, index: index),
-                                    sourceDeviceId: source, targetDeviceId: target, timestamp: timestamp)
-    }
-}
-
-/// The fields of an `rpc.response` frame read by ``JSONValue/readingCanonicalRpcResponse(_:)``.
-struct CanonicalRpcResponseFields {
-    var id: String
-    var isFinal: Bool
-    var result: JSONValue
-    var traceparent: String
-}
-
-extension JSONValue {
-    /// Reads an `rpc.response` frame in exactly the shape the relay writes for a result:
-    /// `{"payload":{"id":"…","isFinal":true|false,"result":<any value>,"traceparent":"…"},"type":"rpc.response"}`
-    /// (compact, keys in canonical order, `id` and `traceparent` printable ASCII without escapes), the result
-    /// parsed with no `_` in any key. Anything else gives nil: the caller takes the general route, which stays
-    /// the reference for results and errors.
-    static func readingCanonicalRpcResponse(_ text: String) -> CanonicalRpcResponseFields? {
-        var text = text
-        return text.withUTF8 { buffer -> CanonicalRpcResponseFields? in
-            var parser = JSONByteParser(buffer)
-            return parser.readCanonicalRpcResponse()
-        }
-    }
-}
-
-extension JSONByteParser {
-    /// See ``JSONValue/readingCanonicalRpcResponse(_:)``.
-    mutating func readCanonicalRpcResponse() -> CanonicalRpcResponseFields? {
-        guard consume(#"{"payload":{"id":"#), let id = plainString(), consume(#","isFinal":"#) else { return nil }
-        let isFinal: Bool
-        if consume("true") {
-            isFinal = true
-        } else if consume("false") {
-            isFinal = false
-        } else {
-            return nil
-        }
-        guard consume(#","result":"#) else { return nil }
-        depth = 2  // the value's depth in the whole message, as in the general parse
-        guard let result = try? parseValue(), !underscoreInKey,
-              consume(#","traceparent":"#), let traceparent = plainString(),
-              consume(#"},"type":"rpc.response"}"#), index == end else { return nil }
-        return CanonicalRpcResponseFields(id: id, isFinal: isFinal, result: result, traceparent: traceparent)
     }
 }

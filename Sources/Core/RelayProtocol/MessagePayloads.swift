@@ -324,7 +324,7 @@ public struct EventMessage: Sendable, Hashable {
         timestamp = try top.optionalString("timestamp")
     }
 
-    /// The event read directly from a canonical frame (``JSONValue/readingCanonicalEvent(_:)``): the same
+    /// The event read directly from a canonical frame (``RelayFrameReader/readingCanonicalEvent(_:)``): the same
     /// fields and payload storage as `init(reading:deferred:)` gives for that frame.
     init(canonical f: CanonicalEventFields) {
         eventType = f.eventType

@@ -184,14 +184,14 @@ public enum RelayMessage: Sendable, Hashable {
         }
         // An event exactly as the relay writes it: its envelope read directly, its payload validated and
         // indexed without a tree (anything unusual gives nil and takes the route below).
-        if let fields = JSONValue.readingCanonicalEvent(text) {
+        if let fields = RelayFrameReader.readingCanonicalEvent(text) {
             self = .event(EventMessage(canonical: fields))
             assert(Self.referenceAgrees(text, self), "the canonical event route disagrees with init(decodingInboundReference:)")
             return
         }
         // Likewise an rpc.response carrying a result (its traceparent must parse, else the general route
         // reports it).
-        if let f = JSONValue.readingCanonicalRpcResponse(text), let traceparent = try? TraceParent(parsing: f.traceparent) {
+        if let f = RelayFrameReader.readingCanonicalRpcResponse(text), let traceparent = try? TraceParent(parsing: f.traceparent) {
             self = .rpcResponse(RpcResponse(id: f.id, result: f.result, isFinal: f.isFinal, traceparent: traceparent))
             assert(Self.referenceAgrees(text, self), "the canonical rpc.response route disagrees with init(decodingInboundReference:)")
             return
@@ -199,7 +199,7 @@ public enum RelayMessage: Sendable, Hashable {
         // Any other frame: one parse in which an event's own payload is only validated and indexed (a frame
         // that is not an event but has such a payload, or anything unusual: a `_` key, a repeated
         // `payload`, an error, takes the reference route, which parses it again in full).
-        if let fast = try? JSONValue.parsingDeferringEventPayload(text), !fast.underscoreInKey, !fast.ambiguous,
+        if let fast = try? RelayFrameReader.parsingDeferringEventPayload(text), !fast.underscoreInKey, !fast.ambiguous,
            fast.deferred == nil || fast.value["type"] == .string(TypeName.event) {
             do throws(MessageDecodeError) {
                 try self.init(decoding: fast.value, deferredEventPayload: fast.deferred)
