@@ -19,7 +19,7 @@ mutants=(
   'canonical rpc.response route|Sources/Core/RelayProtocol/RelayMessage.swift|isFinal: f.isFinal, traceparent|isFinal: !f.isFinal, traceparent'
   'deferred event route|Sources/Core/RelayProtocol/RelayMessage.swift|try self.init(decoding: fast.value, deferredEventPayload: fast.deferred)|try self.init(decoding: fast.value, deferredEventPayload: nil)'
   'TimelineUpdated(raw:) direct read|Sources/Core/RelayProtocol/Events.swift|            revision = n\n|            revision = n &+ 1\n'
-  'heartbeat writer|Sources/Core/RelayProtocol/RelayMessage.swift|#"},"type":"heartbeat"}"#|#"}, "type":"heartbeat"}"#'
+  'heartbeat writer|Sources/Core/RelayProtocol/RelayMessage.swift|return #"{"payload":{},"type":"heartbeat"}"#|return #"{"payload":{}, "type":"heartbeat"}"#'
   'rpc.request writer|Sources/Core/RelayProtocol/RelayMessage.swift|#","idempotencyKey":"#|#", "idempotencyKey":"#'
   'client event writer|Sources/Core/RelayProtocol/RelayMessage.swift|#"},"type":"event"}"#|#"}, "type":"event"}"#'
   'input reader|Sources/Recording/Capture/InputFastPath.swift|case "heartbeat": return .timerFired(.heartbeat(gen))|case "heartbeat": return .timerFired(.watchdog(gen))'

@@ -141,6 +141,61 @@ import Trace
 
     static let goldenNames = GoldenTraceTests.names
 
+    /// A seeded string: plain ASCII, or with quotes, backslashes, control bytes, non-ASCII, `_`.
+    static func text(_ rng: inout SeededRandom) -> String {
+        let pieces = ["a", "Z", "9", "-", " ", "\"", "\\", "\u{1}", "\n", "é", "日", "🙂", "_", "/", "\u{7f}"]
+        return String((0..<Int(rng.next() % 12)).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined())
+    }
+
+    /// A seeded JSON value of depth at most `depth`, its keys camelCase or (rarely) with a `_`.
+    static func value(_ rng: inout SeededRandom, depth: Int) -> JSONValue {
+        switch rng.next() % (depth > 0 ? 8 : 5) {
+        case 0: return .null
+        case 1: return .bool(rng.next() % 2 == 0)
+        case 2: return .int(Int64(bitPattern: rng.next()) >> Int64(rng.next() % 63))
+        case 3: return .double(Double(Int64(bitPattern: rng.next()) >> 20) / 1024)
+        case 4: return .string(text(&rng))
+        case 5: return .array((0..<Int(rng.next() % 4)).map { _ in value(&rng, depth: depth - 1) })
+        default:
+            var o: [String: JSONValue] = [:]
+            for _ in 0..<Int(rng.next() % 4) {
+                o[(rng.next() % 16 == 0 ? "snake_" : "k") + rng.alphanumeric(3)] = value(&rng, depth: depth - 1)
+            }
+            return .object(o)
+        }
+    }
+
+    /// Outbound messages no simulation sends (a heartbeat naming a session, params and payloads of every
+    /// shape and spelling) through `encodedText` against its reference, in both protocol forms, with each
+    /// direct writer taken.
+    @Test func seededOutboundMessagesAgreeWithTheReferenceWriter() {
+        var rng = SeededRandom(seed: 0x19_02)
+        var direct = (heartbeat: 0, request: 0, event: 0)
+        for _ in 0..<3_000 {
+            let m: RelayMessage
+            switch rng.next() % 3 {
+            case 0: m = .heartbeat(HeartbeatPayload(activeSessionId: rng.next() % 2 == 0 ? nil : Self.text(&rng)))
+            case 1:
+                m = .rpcRequest(RpcRequest(id: Self.text(&rng), method: Self.text(&rng), params: Self.value(&rng, depth: 3),
+                                           idempotencyKey: rng.next() % 2 == 0 ? nil : Self.text(&rng),
+                                           traceparent: rng.next() % 2 == 0 ? nil : TraceParent.random(using: &rng)))
+            default: m = .event(EventMessage(eventType: Self.text(&rng), payload: Self.value(&rng, depth: 3)))
+            }
+            for form in [ProtocolForm.v1_6, .legacy] {
+                let fast = Result { () throws(CamelCaseViolation) in try m.encodedText(form: form) }
+                let reference = Result { () throws(CamelCaseViolation) in try m.referenceEncodedText(form: form) }
+                #expect(fast == reference, "\(m)")
+            }
+            switch m {
+            case .heartbeat(let p) where p.activeSessionId == nil: direct.heartbeat += 1
+            case .rpcRequest(let r) where !CamelCaseGuard.containsViolation(r.params): direct.request += 1
+            case .event(let e) where !CamelCaseGuard.containsViolation(e.payload): direct.event += 1
+            default: break
+            }
+        }
+        #expect(direct.heartbeat > 100 && direct.request > 100 && direct.event > 100, "\(direct)")
+    }
+
     @Test(arguments: goldenNames)
     func everyFastRouteAgreesWithItsReferenceOnTheGoldenTrace(name: String) throws {
         let reader = try TraceReader(path: try TraceReplay.packageRoot(from: #filePath) + "/Traces/\(name).rtrace")

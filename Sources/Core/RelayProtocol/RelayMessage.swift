@@ -311,11 +311,11 @@ public enum RelayMessage: Sendable, Hashable {
 
     private func directEncodedText(form: ProtocolForm) throws(CamelCaseViolation) -> String {
         switch self {
-        case .heartbeat(let p):
-            // The most frequent outbound frame, written directly: the same canonical text as the general
-            // route (keys sorted, none with `_`, so the guard has nothing to reject; the form does not apply).
-            guard let id = p.activeSessionId else { return #"{"payload":{},"type":"heartbeat"}"# }
-            return #"{"payload":{"activeSessionId":"# + JSONValue.string(id).jsonText + #"},"type":"heartbeat"}"#
+        case .heartbeat(let p) where p.activeSessionId == nil:
+            // The most frequent outbound frame, the only form the client sends: one literal, the canonical
+            // text of the general route (the form does not apply). A heartbeat naming an active session,
+            // which the client never sends, takes the general route.
+            return #"{"payload":{},"type":"heartbeat"}"#
         case .rpcRequest(let r) where !CamelCaseGuard.containsViolation(r.params):
             // Written directly: the same canonical text as the general route (the fixed keys are sorted and
             // have no `_`; `params`, the only free-form part, was just checked, so the guard has nothing to
