@@ -4,7 +4,7 @@
 # result against its reference; with them on, a mutant would be caught by the assert, not by the test)
 # and run the differential tests. Every mutant must turn FastRouteDifferentialTests red ("killed").
 # Slow (one incremental build per mutant); not part of the test command.
-# Usage: tools/mutate-fast-routes.sh
+# Usage: tools/mutate-fast-routes.sh [NAME...]     (only the mutants whose name contains one of these words)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/relaytrace-route-mutants.XXXXXX")
@@ -33,6 +33,10 @@ fi
 killed=0; survived=0
 for m in "${mutants[@]}"; do
   IFS='|' read -r name file from to <<<"$m"
+  if [ $# -gt 0 ]; then
+    wanted=0; for w in "$@"; do case "$name" in *"$w"*) wanted=1 ;; esac; done
+    [ "$wanted" = 1 ] || continue
+  fi
   git checkout -q -- Sources
   if ! python3 - "$file" "$from" "$to" <<'PY'
 import sys
