@@ -54,6 +54,11 @@ func goldenTraces() -> [(name: String, bytes: [UInt8])] {
     return names.compactMap { n in FileManager.default.contents(atPath: traces.appendingPathComponent(n).path).map { (n, [UInt8]($0)) } }
 }
 
+/// The golden traces written before chunk summaries existed (the two captured over real sockets; the
+/// simulated ones were written again when diagnostics were typed, and have summaries): the files that
+/// show a reader still reads the older layout.
+let goldenTracesBeforeSummaries: Set<String> = ["capture-lease-ws.rtrace", "capture-tour-wss.rtrace"]
+
 /// Seeded damage to `bytes`: bit flips, cuts, garbage and removed chunks.
 func damagedVariants(_ bytes: [UInt8], seed: UInt64, count: Int) -> [(what: String, bytes: [UInt8])] {
     var rng = SeededRandom(seed: seed)
@@ -107,7 +112,7 @@ func damagedVariants(_ bytes: [UInt8], seed: UInt64, count: Int) -> [(what: Stri
         for (name, bytes) in Self.corpus {
             let r = try TraceReader(bytes: bytes)
             let summaries = r.trailer.map { $0.flags & TraceTrailer.flagChunkSummaries != 0 } ?? false
-            #expect(summaries == !name.hasSuffix(".rtrace"), "\(name): golden traces have no summaries, new ones do")
+            #expect(summaries == !goldenTracesBeforeSummaries.contains(name), "\(name): traces written before summaries have none, the others do")
         }
     }
 
