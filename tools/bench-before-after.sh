@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Strict replay and the frames listing, before and after a change, in one run on the same files: builds
-# `relaytrace` in release at BASE and at HEAD (scratch clones), simulates the 24 h tour once, writes a
+# `relaytrace` in release at BASE and at AFTER (default HEAD; scratch clones), simulates the 24 h tour once, writes a
 # record stream once (`relaytrace-bench write`), then alternates the two binaries: `replay` of the tour
 # (best of RUNS, records/s) and `frames --format jsonl` of the stream (best of RUNS), and counts the
 # replay's instructions under callgrind (deterministic, not disturbed by load). Prints HEAD/BASE ratios.
-# Usage: tools/bench-before-after.sh BASE [RUNS] [BYTES]     (e.g. tools/bench-before-after.sh 167ef45 5 200000000)
+# Usage: tools/bench-before-after.sh BASE [AFTER] [RUNS] [BYTES]     (e.g. tools/bench-before-after.sh 167ef45 HEAD 5 200000000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BASE="$1"; RUNS="${2:-5}"; BYTES="${3:-200000000}"
+BASE="$1"; AFTER="${2:-HEAD}"; RUNS="${3:-5}"; BYTES="${4:-200000000}"
 [ -n "${EPOCHREALTIME:-}" ] || { echo "bench: needs bash 5 (EPOCHREALTIME)" >&2; exit 1; }
 command -v valgrind >/dev/null || { SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq valgrind >/dev/null; }
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/relaytrace-before-after.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
-HEAD_REV=$(git rev-parse --short HEAD); BASE_REV=$(git rev-parse --short "$BASE")
+HEAD_REV=$(git rev-parse --short "$AFTER"); BASE_REV=$(git rev-parse --short "$BASE")
 for side in base head; do
     rev=$([ $side = base ] && echo "$BASE_REV" || echo "$HEAD_REV")
     git clone -q . "$TMP/$side"
@@ -22,14 +22,14 @@ done
 BIN_BASE="$TMP/base/.build/release/relaytrace"; BIN_HEAD="$TMP/head/.build/release/relaytrace"
 # Simulated by BASE: a trace it wrote replays strictly on both sides (a later writer may record more).
 "$BIN_BASE" simulate --scenario tour --duration 24h -o "$TMP/day.rtrace" --force >/dev/null
-"$TMP/head/.build/release/relaytrace-bench" write "$TMP/stream.rtrace" --bytes "$BYTES" --seed 1 >/dev/null
+"$TMP/base/.build/release/relaytrace-bench" write "$TMP/stream.rtrace" --bytes "$BYTES" --seed 1 >/dev/null
 records=$("$BIN_HEAD" info "$TMP/day.rtrace" --format json | python3 -c 'import json,sys; print(json.load(sys.stdin)["records"])')
-echo "== $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); base $BASE_REV, head $HEAD_REV"
+echo "== $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); base $BASE_REV, after $HEAD_REV"
 echo "tour: $records records; stream: $(stat -c %s "$TMP/stream.rtrace") bytes"
 # The two binaries must agree before they are timed.
 for bin in "$BIN_BASE" "$BIN_HEAD"; do "$bin" replay "$TMP/day.rtrace" >/dev/null || { echo "bench: $bin does not replay the tour" >&2; exit 1; }; done
 differ=$(diff <("$BIN_BASE" frames "$TMP/stream.rtrace" --format jsonl) <("$BIN_HEAD" frames "$TMP/stream.rtrace" --format jsonl) | grep -c '^>' || true)
-echo "frames listings: $differ lines differ between base and head"
+echo "frames listings: $differ lines differ between base and after"
 declare -A best
 run() {  # run KEY CMD...: keeps the best wall time of KEY
     local t0 t1
@@ -44,8 +44,8 @@ ir() { valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" "$@" >/dev/n
 ir_base=$(ir "$BIN_BASE" replay "$TMP/day.rtrace"); ir_head=$(ir "$BIN_HEAD" replay "$TMP/day.rtrace")
 rate() { awk -v n="$records" -v s="$1" 'BEGIN { printf "%d", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b / a }'; }
-printf "replay, best of %s:   base %s s (%s records/s)   head %s s (%s records/s)   head/base %s\n" "$RUNS" \
+printf "replay, best of %s:   base %s s (%s records/s)   after %s s (%s records/s)   after/base %s\n" "$RUNS" \
     "${best[replay_base]}" "$(rate "${best[replay_base]}")" "${best[replay_head]}" "$(rate "${best[replay_head]}")" "$(ratio "${best[replay_base]}" "${best[replay_head]}")"
-printf "frames jsonl, best of %s:   base %s s   head %s s   head/base %s\n" "$RUNS" \
+printf "frames jsonl, best of %s:   base %s s   after %s s   after/base %s\n" "$RUNS" \
     "${best[frames_base]}" "${best[frames_head]}" "$(ratio "${best[frames_base]}" "${best[frames_head]}")"
-printf "replay instructions (callgrind):   base %s   head %s   head/base %s\n" "$ir_base" "$ir_head" "$(ratio "$ir_base" "$ir_head")"
+printf "replay instructions (callgrind):   base %s   after %s   after/base %s\n" "$ir_base" "$ir_head" "$(ratio "$ir_base" "$ir_head")"
