@@ -1,4 +1,5 @@
 public import Net
+import RelayProtocol
 import Synchronization
 import Sync
 
@@ -60,7 +61,7 @@ public struct HTTPRequest: Sendable, Hashable {
         var bytes = Array(s.utf8)[...]
         while let b = bytes.popFirst() {
             if b == UInt8(ascii: "%") {
-                guard bytes.count >= 2, let hi = hexValue(bytes[bytes.startIndex]), let lo = hexValue(bytes[bytes.startIndex + 1]) else { return nil }
+                guard bytes.count >= 2, let hi = hexDigitValue(bytes[bytes.startIndex]), let lo = hexDigitValue(bytes[bytes.startIndex + 1]) else { return nil }
                 out.append(hi << 4 | lo)
                 bytes = bytes.dropFirst(2)
             } else if b == UInt8(ascii: "+") && plusIsSpace {
@@ -70,15 +71,6 @@ public struct HTTPRequest: Sendable, Hashable {
             }
         }
         return String(validating: out, as: UTF8.self)
-    }
-
-    static func hexValue(_ b: UInt8) -> UInt8? {
-        switch b {
-        case 0x30...0x39: b - 0x30
-        case 0x41...0x46: b - 0x41 + 10
-        case 0x61...0x66: b - 0x61 + 10
-        default: nil
-        }
     }
 }
 

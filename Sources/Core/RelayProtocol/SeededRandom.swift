@@ -105,17 +105,3 @@ public struct SeededRandom: RandomNumberGenerator, Sendable, Hashable, Codable {
         return .nanoseconds(Int64((Double(value.nanoseconds) * factor).rounded()))
     }
 }
-
-/// Lower-case hexadecimal of `bytes`.
-public func hexString(_ bytes: some Sequence<UInt8>) -> String {
-    let digits: StaticString = "0123456789abcdef"
-    var out = [UInt8]()
-    out.reserveCapacity(2 * bytes.underestimatedCount)
-    digits.withUTF8Buffer { d in
-        for b in bytes {
-            out.append(d[Int(b >> 4)])
-            out.append(d[Int(b & 0x0F)])
-        }
-    }
-    return String(decoding: out, as: UTF8.self)
-}

@@ -120,14 +120,9 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
         var v: UInt64 = 0
         for i in start..<(start + count) {
             let c = b[i]
-            let d: UInt8
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"):
+            guard let d = hexDigitValue(c) else { throw TraceParentError(offset: reportAt + i, message: "not a hex digit") }
+            guard !(UInt8(ascii: "A")...UInt8(ascii: "F")).contains(c) else {
                 throw TraceParentError(offset: reportAt + i, message: "upper-case hex digit; traceparent must be lower case")
-            default:
-                throw TraceParentError(offset: reportAt + i, message: "not a hex digit")
             }
             v = v &<< 4 | UInt64(d)
         }

@@ -133,7 +133,7 @@ public struct TraceHeader: Sendable, Hashable {
         guard let r = o["redaction"], let p = r["policy"]?.stringValue, let policy = RedactionPolicy(rawValue: p) else {
             throw TraceError(.invalidPayload, "header member redaction.policy is missing or unknown (expected hmac-sha256 or raw)")
         }
-        guard let keyHex = r["key"]?.stringValue, let key = Self.bytes(hex: keyHex) else {
+        guard let keyHex = r["key"]?.stringValue, let key = hexDecoded(keyHex) else {
             throw TraceError(.invalidPayload, "header member redaction.key is missing or not hexadecimal")
         }
         redaction = Redaction(policy: policy, keyID: r["keyId"]?.stringValue ?? "", key: key)
@@ -144,28 +144,6 @@ public struct TraceHeader: Sendable, Hashable {
         simulated = sim
         client = o["client"] ?? .object([:])
         extra = o.filter { !Self.knownKeys.contains($0.key) }
-    }
-
-    static func bytes(hex: String) -> [UInt8]? {
-        let u = Array(hex.utf8)
-        guard u.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: c - 0x30
-            case 0x61...0x66: c - 0x61 + 10
-            case 0x41...0x46: c - 0x41 + 10
-            default: nil
-            }
-        }
-        var out = [UInt8]()
-        out.reserveCapacity(u.count / 2)
-        var i = 0
-        while i < u.count {
-            guard let h = nibble(u[i]), let l = nibble(u[i + 1]) else { return nil }
-            out.append(h << 4 | l)
-            i += 2
-        }
-        return out
     }
 }
 

@@ -212,13 +212,8 @@ public enum WatchWire {
         guard u.count == 32 else { return nil }
         var high: UInt64 = 0, low: UInt64 = 0
         for (i, c) in u.enumerated() {
-            let n: UInt64
-            switch c {
-            case 0x30...0x39: n = UInt64(c - 0x30)
-            case 0x61...0x66: n = UInt64(c - 0x61 + 10)
-            case 0x41...0x46: n = UInt64(c - 0x41 + 10)
-            default: return nil
-            }
+            guard let digit = hexDigitValue(c) else { return nil }
+            let n = UInt64(digit)
             if i < 16 { high = high << 4 | n } else { low = low << 4 | n }
         }
         return IncarnationToken(high: high, low: low)

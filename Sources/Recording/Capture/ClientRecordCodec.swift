@@ -466,25 +466,9 @@ public enum ClientRecordCodec {
     }
 
     static func bytes(fromHex hex: String, path: String) throws(CodecError) -> [UInt8] {
-        let u = Array(hex.utf8)
-        guard u.count % 2 == 0 else { throw CodecError(path: path, message: "odd number of hex digits") }
-        var out = [UInt8]()
-        out.reserveCapacity(u.count / 2)
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 0x30...0x39: c - 0x30
-            case 0x61...0x66: c - 0x61 + 10
-            case 0x41...0x46: c - 0x41 + 10
-            default: nil
-            }
-        }
-        var i = 0
-        while i < u.count {
-            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { throw CodecError(path: path, message: "not hex") }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
-        return out
+        guard hex.utf8.count % 2 == 0 else { throw CodecError(path: path, message: "odd number of hex digits") }
+        guard let bytes = hexDecoded(hex) else { throw CodecError(path: path, message: "not hex") }
+        return bytes
     }
 }
 
