@@ -198,7 +198,7 @@ struct WatchPerturbationEngine {
     private(set) var records: [TraceRecord] = []
     private let record: Bool
     private var faults: [Int: Fault] = [:]
-    private var queue = EventHeap<Event>()
+    private var queue = TimedQueue<Event>()
     private var now = Moment.zero
     private var rng: SeededRandom
     private var watch: WatchSender
@@ -483,39 +483,4 @@ struct WatchPerturbationEngine {
     private mutating func log(_ input: WatchChannelInput) {
         if record { records.append(WatchRecordCodec.record(input, at: now)) }
     }
-}
-
-/// Earliest first, ties in insertion order.
-struct EventHeap<Element> {
-    private var heap: [(time: Moment, seq: UInt64, element: Element)] = []
-    private var seq: UInt64 = 0
-
-    mutating func push(_ e: Element, at t: Moment) {
-        heap.append((t, seq, e))
-        seq += 1
-        var i = heap.count - 1
-        while i > 0, less(i, (i - 1) / 2) {
-            heap.swapAt(i, (i - 1) / 2)
-            i = (i - 1) / 2
-        }
-    }
-
-    mutating func pop() -> (Moment, Element)? {
-        guard !heap.isEmpty else { return nil }
-        heap.swapAt(0, heap.count - 1)
-        let top = heap.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < heap.count, less(l, m) { m = l }
-            if r < heap.count, less(r, m) { m = r }
-            if m == i { break }
-            heap.swapAt(i, m)
-            i = m
-        }
-        return (top.time, top.element)
-    }
-
-    private func less(_ a: Int, _ b: Int) -> Bool { (heap[a].time, heap[a].seq) < (heap[b].time, heap[b].seq) }
 }
