@@ -143,6 +143,50 @@ struct HTTPHeadAccumulator: Sendable {
     }
 }
 
+/// One side's reading of a handshake head, shared by the server (requests) and the client (responses):
+/// bytes accumulate until CRLF CRLF, the head is validated once, and the outcome is latched: once complete
+/// every later call returns the same head with 0 bytes consumed, once failed every later call rethrows.
+struct HTTPHeadReader<Head: Sendable>: Sendable {
+    private var accumulator: HTTPHeadAccumulator
+    private var result: Head?
+    private var failure: WebSocketHandshakeError?
+
+    init(limit: Int) { accumulator = HTTPHeadAccumulator(limit: limit) }
+
+    /// Takes `bytes`; `tooLarge` words the error for a head with no end within the limit (given the limit),
+    /// `validate` reads the complete head.
+    mutating func receive(_ bytes: UnsafeRawBufferPointer, tooLarge: (Int) -> WebSocketHandshakeError,
+                          validate: ([UInt8]) throws(WebSocketHandshakeError) -> Head)
+        throws(WebSocketHandshakeError) -> WebSocketHandshakeProgress<Head> {
+        if let failure { throw failure }
+        if let result { return .complete(result, consumedBytes: 0) }
+        do throws(WebSocketHandshakeError) {
+            switch accumulator.append(bytes) {
+            case .needMore:
+                return .needMore
+            case .tooLarge:
+                throw tooLarge(accumulator.limit)
+            case .complete(let consumed):
+                let head = try validate(accumulator.bytes)
+                result = head
+                return .complete(head, consumedBytes: consumed)
+            }
+        } catch {
+            failure = error
+            throw error
+        }
+    }
+
+    /// `receive` of an array, through its bytes.
+    static func receive(_ bytes: [UInt8], _ receive: (UnsafeRawBufferPointer) throws(WebSocketHandshakeError) -> WebSocketHandshakeProgress<Head>)
+        throws(WebSocketHandshakeError) -> WebSocketHandshakeProgress<Head> {
+        let outcome = bytes.withUnsafeBytes { raw in
+            Result { () throws(WebSocketHandshakeError) in try receive(raw) }
+        }
+        return try outcome.get()
+    }
+}
+
 /// A parsed HTTP/1.1 head: start line split in three, then the fields.
 struct ParsedHead {
     var startLine: (String, String, String)

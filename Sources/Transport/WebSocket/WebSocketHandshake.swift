@@ -221,13 +221,11 @@ public struct WebSocketUpgradeRequest: Hashable, Sendable {
 /// containing `websocket`, `Connection` containing `Upgrade`, one `Sec-WebSocket-Key` that is base64 of
 /// 16 bytes (else 400), `Sec-WebSocket-Version: 13` (else 426). Header names are case-insensitive.
 public struct WebSocketServerHandshake: Sendable {
-    private var accumulator: HTTPHeadAccumulator
-    private var result: WebSocketUpgradeRequest?
-    private var failure: WebSocketHandshakeError?
+    private var reader: HTTPHeadReader<WebSocketUpgradeRequest>
 
     /// A parser that refuses heads over `maxHeadSize` bytes (16 KiB by default).
     public init(maxHeadSize: Int = WebSocketHandshake.defaultMaxHeadSize) {
-        accumulator = HTTPHeadAccumulator(limit: maxHeadSize)
+        reader = HTTPHeadReader(limit: maxHeadSize)
     }
 
     /// Takes received bytes. Once complete it keeps returning the request with 0 bytes consumed; once
@@ -235,35 +233,18 @@ public struct WebSocketServerHandshake: Sendable {
     /// - Throws: ``WebSocketHandshakeError`` with the HTTP status to refuse with.
     public mutating func receive(_ bytes: UnsafeRawBufferPointer)
         throws(WebSocketHandshakeError) -> WebSocketHandshakeProgress<WebSocketUpgradeRequest> {
-        if let failure { throw failure }
-        if let result { return .complete(result, consumedBytes: 0) }
-        do throws(WebSocketHandshakeError) {
-            switch accumulator.append(bytes) {
-            case .needMore:
-                return .needMore
-            case .tooLarge:
-                throw WebSocketHandshakeError(
-                    .headTooLarge,
-                    "the request head has no end (CRLF CRLF) within \(accumulator.limit) bytes; send fewer or shorter headers",
-                    byteOffset: accumulator.limit, httpStatus: 400)
-            case .complete(let consumed):
-                let request = try Self.validate(accumulator.bytes)
-                result = request
-                return .complete(request, consumedBytes: consumed)
-            }
-        } catch {
-            failure = error
-            throw error
-        }
+        try reader.receive(bytes, tooLarge: { limit in
+            WebSocketHandshakeError(
+                .headTooLarge,
+                "the request head has no end (CRLF CRLF) within \(limit) bytes; send fewer or shorter headers",
+                byteOffset: limit, httpStatus: 400)
+        }, validate: Self.validate)
     }
 
     /// Takes received bytes (see ``receive(_:)-(UnsafeRawBufferPointer)``).
     public mutating func receive(_ bytes: [UInt8])
         throws(WebSocketHandshakeError) -> WebSocketHandshakeProgress<WebSocketUpgradeRequest> {
-        let outcome = bytes.withUnsafeBytes { raw in
-            Result { () throws(WebSocketHandshakeError) in try receive(raw) }
-        }
-        return try outcome.get()
+        try HTTPHeadReader.receive(bytes) { raw throws(WebSocketHandshakeError) in try receive(raw) }
     }
 
     static func validate(_ head: [UInt8]) throws(WebSocketHandshakeError) -> WebSocketUpgradeRequest {
@@ -363,9 +344,7 @@ public struct WebSocketClientHandshake: Sendable {
     public let requestBytes: [UInt8]
 
     private let offeredProtocols: [String]
-    private var accumulator: HTTPHeadAccumulator
-    private var result: WebSocketUpgradeResponse?
-    private var failure: WebSocketHandshakeError?
+    private var reader: HTTPHeadReader<WebSocketUpgradeResponse>
 
     /// Builds the request `GET <path> HTTP/1.1` with `Host`, `Upgrade: websocket`, `Connection: Upgrade`,
     /// `Sec-WebSocket-Key` (base64 of `nonce`), `Sec-WebSocket-Version: 13`, then `extraHeaders` in order
@@ -414,7 +393,7 @@ public struct WebSocketClientHandshake: Sendable {
         self.expectedAccept = WebSocketHandshake.acceptValue(forKey: key)
         self.requestBytes = out
         self.offeredProtocols = extraHeaders.tokens(for: "Sec-WebSocket-Protocol")
-        self.accumulator = HTTPHeadAccumulator(limit: maxHeadSize)
+        self.reader = HTTPHeadReader(limit: maxHeadSize)
     }
 
     /// Takes received bytes. Once complete it keeps returning the response with 0 bytes consumed; once
@@ -423,37 +402,23 @@ public struct WebSocketClientHandshake: Sendable {
     ///   for a non-101 status, or a validation error for a bad 101.
     public mutating func receive(_ bytes: UnsafeRawBufferPointer)
         throws(WebSocketHandshakeError) -> WebSocketHandshakeProgress<WebSocketUpgradeResponse> {
-        if let failure { throw failure }
-        if let result { return .complete(result, consumedBytes: 0) }
-        do throws(WebSocketHandshakeError) {
-            switch accumulator.append(bytes) {
-            case .needMore:
-                return .needMore
-            case .tooLarge:
-                throw WebSocketHandshakeError(
-                    .headTooLarge, "the response head has no end (CRLF CRLF) within \(accumulator.limit) bytes",
-                    byteOffset: accumulator.limit)
-            case .complete(let consumed):
-                let response = try validate(accumulator.bytes)
-                result = response
-                return .complete(response, consumedBytes: consumed)
-            }
-        } catch {
-            failure = error
-            throw error
-        }
+        let (key, expectedAccept, offeredProtocols) = (key, expectedAccept, offeredProtocols)
+        return try reader.receive(bytes, tooLarge: { limit in
+            WebSocketHandshakeError(
+                .headTooLarge, "the response head has no end (CRLF CRLF) within \(limit) bytes", byteOffset: limit)
+        }, validate: { head throws(WebSocketHandshakeError) in
+            try Self.validate(head, key: key, expectedAccept: expectedAccept, offeredProtocols: offeredProtocols)
+        })
     }
 
     /// Takes received bytes (see ``receive(_:)-(UnsafeRawBufferPointer)``).
     public mutating func receive(_ bytes: [UInt8])
         throws(WebSocketHandshakeError) -> WebSocketHandshakeProgress<WebSocketUpgradeResponse> {
-        let outcome = bytes.withUnsafeBytes { raw in
-            Result { () throws(WebSocketHandshakeError) in try receive(raw) }
-        }
-        return try outcome.get()
+        try HTTPHeadReader.receive(bytes) { raw throws(WebSocketHandshakeError) in try receive(raw) }
     }
 
-    private func validate(_ head: [UInt8]) throws(WebSocketHandshakeError) -> WebSocketUpgradeResponse {
+    private static func validate(_ head: [UInt8], key: String, expectedAccept: String, offeredProtocols: [String])
+        throws(WebSocketHandshakeError) -> WebSocketUpgradeResponse {
         let parsed: ParsedHead
         switch parseHead(head, isResponse: true) {
         case .success(let p): parsed = p
