@@ -16,7 +16,7 @@ public import Trace
 ///   that after the previous one, with nothing in between that ends or restarts the lease (a socket
 ///   closing or failing, a `registered`/`resumed` answer, `active: false` for S, a lease for another
 ///   session), is a lapse: the client renewed a lease the relay had already let go.
-public final class RelayPerturbation {
+public final class RelayPerturbation: PerturbationReplay {
     /// The trace's header.
     public let header: TraceHeader
     /// The trace's records.
@@ -32,7 +32,6 @@ public final class RelayPerturbation {
     /// use it for a deliberately broken driver (e.g. one that never closes a socket).
     public var actionTransform: (@Sendable (ClientAction) -> [ClientAction])?
     private let configuration: ClientConfiguration
-    private var baseline: Int?
 
     /// A perturbation replayer of `records` under `header`.
     public init(header: TraceHeader, records: [TraceRecord]) throws(ReplayError) {
@@ -44,24 +43,7 @@ public final class RelayPerturbation {
     }
 
     /// Inbound frames an unperturbed run delivers (what seeded faults target).
-    public var baselineDeliveries: Int {
-        if let baseline { return baseline }
-        let n = run(faults: []).deliveries
-        baseline = n
-        return n
-    }
-
-    /// The fault list of `seed` for this trace.
-    public func faults(seed: UInt64) -> [Fault] {
-        Fault.derive(seed: seed, deliveries: baselineDeliveries, kinds: Self.kinds)
-    }
-
-    /// Runs the faults of `seed`.
-    public func run(seed: UInt64, record: Bool = false) -> PerturbedRun {
-        var r = run(faults: faults(seed: seed), record: record)
-        r.seed = seed
-        return r
-    }
+    public private(set) lazy var baselineDeliveries: Int = run(faults: []).deliveries
 
     /// Runs with `faults`; `record` keeps the run's own records.
     public func run(faults: [Fault], record: Bool = false) -> PerturbedRun {

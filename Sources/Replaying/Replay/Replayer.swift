@@ -3,28 +3,8 @@ public import RelayClient
 public import RelayProtocol
 public import Trace
 
-/// What one ``Replayer/step()`` did.
-public enum ReplayEvent: Sendable, Equatable {
-    /// Fed this input (record index) to the machine; it returned `actions` actions.
-    case fed(record: Int, input: ClientInput, actions: Int)
-    /// A recorded action matched the replayed client's action.
-    case matched(record: Int)
-    /// A record that is neither input nor action (marker, header, writer notice) was passed over.
-    case skipped(record: Int)
-    /// The replay diverged here.
-    case diverged(Divergence)
-    /// The trace file is damaged at this record (see ``ReplayStop/damaged(at:_:)``).
-    case damaged(record: Int, TraceError)
-
-    /// The stop this step ended the replay with (a divergence or damage); nil when it went on.
-    public var stop: ReplayStop? {
-        switch self {
-        case .diverged(let d): .diverged(d)
-        case .damaged(let at, let error): .damaged(at: at, error)
-        case .fed, .matched, .skipped: nil
-        }
-    }
-}
+/// What one ``Replayer/step()`` did: a ``ReplayStepEvent`` whose inputs are the relay client's.
+public typealias ReplayEvent = ReplayStepEvent<ClientInput>
 
 /// Strict replay of a relay-client trace (rr's lesson: record every source of nondeterminism, replay it
 /// exactly, stop at the first divergence).

@@ -98,6 +98,33 @@ public struct Fault: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// One channel's perturbation replayer (`RelayPerturbation`, `WatchPerturbation`): the trace run on virtual
+/// time under seeded faults, the channel's invariants checked as it goes. A conformer gives its fault kinds,
+/// its unperturbed delivery count and a run under a fault list; seeds become fault lists here, the same way
+/// for every channel.
+public protocol PerturbationReplay: AnyObject {
+    /// The kinds seeded faults are drawn from.
+    static var kinds: [FaultKind] { get }
+    /// The deliveries an unperturbed run makes (what seeded faults target).
+    var baselineDeliveries: Int { get }
+    /// Runs with `faults`; `record` keeps the run's own records.
+    func run(faults: [Fault], record: Bool) -> PerturbedRun
+}
+
+extension PerturbationReplay {
+    /// The fault list of `seed` for this trace.
+    public func faults(seed: UInt64) -> [Fault] {
+        Fault.derive(seed: seed, deliveries: baselineDeliveries, kinds: Self.kinds)
+    }
+
+    /// Runs the faults of `seed`.
+    public func run(seed: UInt64, record: Bool = false) -> PerturbedRun {
+        var r = run(faults: faults(seed: seed), record: record)
+        r.seed = seed
+        return r
+    }
+}
+
 /// A bad fault list, a seed range that does not parse, a trace of no known channel.
 public struct PerturbationError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, where, and what to do.

@@ -196,3 +196,28 @@ public enum RecordMatching {
         return DiagnosticCatalogue.matchesLegacyText(text, typed)
     }
 }
+
+/// What one step of a strict replay did (`Replayer.step()`, `WatchReplayer.step()`), for a channel whose
+/// inputs are `Input`.
+public enum ReplayStepEvent<Input: Sendable & Equatable>: Sendable, Equatable {
+    /// Fed this input (record index) to the machine it belongs to; the machine returned `actions` actions.
+    case fed(record: Int, input: Input, actions: Int)
+    /// A recorded action matched the replayed machine's action.
+    case matched(record: Int)
+    /// A record that is neither an input nor an action of the channel (marker, header, another channel,
+    /// writer notice) was passed over.
+    case skipped(record: Int)
+    /// The replay diverged here.
+    case diverged(Divergence)
+    /// The trace file is damaged at this record (see ``ReplayStop/damaged(at:_:)``).
+    case damaged(record: Int, TraceError)
+
+    /// The stop this step ended the replay with (a divergence or damage); nil when it went on.
+    public var stop: ReplayStop? {
+        switch self {
+        case .diverged(let d): .diverged(d)
+        case .damaged(let at, let error): .damaged(at: at, error)
+        case .fed, .matched, .skipped: nil
+        }
+    }
+}

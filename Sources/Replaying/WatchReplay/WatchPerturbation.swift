@@ -30,7 +30,7 @@ extension PhoneReceiver: CommandReceiving {}
 /// - `in-order`: within an incarnation, the first command consumed is the incarnation's first tap and
 ///   each next one is exactly one above the previous.
 /// - `monotonic-snapshots`: within one watch launch, applied snapshot revisions never go down.
-public final class WatchPerturbation {
+public final class WatchPerturbation: PerturbationReplay {
     /// The trace's header.
     public let header: TraceHeader
     /// The script read from the trace.
@@ -43,7 +43,6 @@ public final class WatchPerturbation {
     public static let settle: Duration = .seconds(300)
     /// Makes the phone's command receiver for a phone launch; nil for ``PhoneReceiver``.
     public var receiverFactory: (@Sendable (PhoneLaunch) -> any CommandReceiving)?
-    private var baseline: Int?
 
     /// A perturbation replayer of a watch trace's `records`; throws when they hold no launches.
     public init(header: TraceHeader, records: [TraceRecord]) throws(PerturbationError) {
@@ -55,24 +54,7 @@ public final class WatchPerturbation {
     public var tapCount: Int { script.events.filter { if case .tap = $0.event { true } else { false } }.count }
 
     /// Datagrams an unperturbed run sends (what seeded faults target).
-    public var baselineDeliveries: Int {
-        if let baseline { return baseline }
-        let n = run(faults: []).deliveries
-        baseline = n
-        return n
-    }
-
-    /// The fault list of `seed` for this trace.
-    public func faults(seed: UInt64) -> [Fault] {
-        Fault.derive(seed: seed, deliveries: baselineDeliveries, kinds: Self.kinds)
-    }
-
-    /// Runs the faults of `seed`.
-    public func run(seed: UInt64, record: Bool = false) -> PerturbedRun {
-        var r = run(faults: faults(seed: seed), record: record)
-        r.seed = seed
-        return r
-    }
+    public private(set) lazy var baselineDeliveries: Int = run(faults: []).deliveries
 
     /// Runs with `faults`; `record` keeps the run's own records (through the watch capture codec).
     public func run(faults: [Fault], record: Bool = false) -> PerturbedRun {

@@ -4,30 +4,9 @@ public import Trace
 public import WatchCapture
 public import WatchLink
 
-/// What one ``WatchReplayer/step()`` did.
-public enum WatchReplayEvent: Sendable, Equatable {
-    /// Fed this input (record index) to the machine it belongs to; the machine returned `actions` actions
-    /// (a launch builds machines and returns none).
-    case fed(record: Int, input: WatchChannelInput, actions: Int)
-    /// A recorded action matched the replayed machine's action.
-    case matched(record: Int)
-    /// A record that is neither a watch-channel input nor an action (marker, another channel, writer
-    /// notice) was passed over.
-    case skipped(record: Int)
-    /// The replay diverged here.
-    case diverged(Divergence)
-    /// The trace file is damaged at this record (see ``ReplayStop/damaged(at:_:)``).
-    case damaged(record: Int, TraceError)
-
-    /// The stop this step ended the replay with (a divergence or damage); nil when it went on.
-    public var stop: ReplayStop? {
-        switch self {
-        case .diverged(let d): .diverged(d)
-        case .damaged(let at, let error): .damaged(at: at, error)
-        case .fed, .matched, .skipped: nil
-        }
-    }
-}
+/// What one ``WatchReplayer/step()`` did: a ``ReplayStepEvent`` whose inputs are the watch channel's (a
+/// launch is fed to no machine yet: it builds them, with 0 actions).
+public typealias WatchReplayEvent = ReplayStepEvent<WatchChannelInput>
 
 /// Strict replay of a watch-channel trace (docs/TRACE_FORMAT.md §12), in the spirit of ``Replayer``.
 ///
