@@ -6,6 +6,8 @@
 //                                                        over, N in all, through TraceWriter; report records/s
 //                                                        and the writer thread's CPU per record
 //   relaytrace-bench wire-view IN OUT                    IN's socket records as a wire trace (tools/bench-replay.sh)
+//   relaytrace-bench respell IN OUT                      IN with every inbound text frame written `type` first,
+//                                                        as PROTOCOL.md's examples are (tools/bench-fast-routes.sh)
 //
 // `write` first builds a pool of ~64 MiB of varied records modelled on PROTOCOL.md traffic (heartbeats,
 // pongs, rpc requests and responses with fresh ids, relay and desktop events, chat timeline updates,
@@ -305,6 +307,42 @@ func wireView(from input: String, to output: String) {
     }
 }
 
+/// `input` with every inbound JSON text frame written with `type` first and the other top-level keys after
+/// it in order, compact (the spelling of PROTOCOL.md's examples, `{"type":"event","payload":...}`); every
+/// other record as it was. The frames mean what they meant, so the trace replays strictly as before, but
+/// the relay frame reader's canonical readers (which take only the development relay's spelling) pass every
+/// one of them over: what a trace recorded against a relay that spells its frames otherwise costs.
+func respell(from input: String, to output: String) {
+    do {
+        let reader = try TraceReader(path: input)
+        let header = reader.header
+        var options = TraceWriterOptions()
+        options.overwrite = true
+        options.blockWhenFull = true
+        options.redaction = header.redaction.policy
+        options.redactionKey = header.redaction.key
+        let writer = try TraceWriter(path: output, header: header, options: options)
+        var respelled = 0
+        while let e = try reader.next() {
+            var r = e.record
+            if r.kind == .frameText, r.direction == .inbound, case .object(let o)? = try? JSONValue(parsing: r.payload),
+               let type = o["type"] {
+                var text = #"{"type":"# + type.jsonText
+                for (key, value) in o.sorted(by: { $0.key < $1.key }) where key != "type" {
+                    text += "," + JSONValue.string(key).jsonText + ":" + value.jsonText
+                }
+                r.payload = Array((text + "}").utf8)
+                respelled += 1
+            }
+            writer.append(r)
+        }
+        _ = try writer.close()
+        say("respell.frames \(respelled)")
+    } catch {
+        fail("\(error)")
+    }
+}
+
 let args = Array(CommandLine.arguments.dropFirst())
 guard let verb = args.first, args.count >= 2 else { fail("usage: relaytrace-bench write FILE [--bytes N] [--seed S] | scan FILE") }
 func option(_ name: String) -> String? {
@@ -321,6 +359,8 @@ case "tour":
     tourBench(source: args[1], path: args[2], count: Int(option("--records") ?? "") ?? 5_000_000)
 case "wire-view" where args.count == 3:
     wireView(from: args[1], to: args[2])
+case "respell" where args.count == 3:
+    respell(from: args[1], to: args[2])
 default:
     fail("unknown verb \(verb)")
 }
