@@ -1,28 +1,57 @@
 import Foundation
 import Testing
 
-/// The layers of docs/ARCHITECTURE.md ("Layers"), bottom first: a target lives in `Sources/LAYER/NAME`
-/// and depends only on targets of lower layers, or, in a layer with an inner order, on targets listed
-/// before it there, or, in a layer with a foundation, on that foundation only. Read from Package.swift's text (running `swift package` inside `swift test` would
-/// wait for the build directory's lock).
+/// The layers of docs/ARCHITECTURE.md ("Layers (folders of `Sources/`)"), read from that table, bottom
+/// first: a target lives in `Sources/LAYER/NAME` and depends only on targets of lower layers, or, in a
+/// layer whose table row says "those listed before it", on targets listed before it there, or, in a layer
+/// with a foundation ("`X` only"), on that foundation only. The table and Package.swift must name the same
+/// targets in the same folders, so the page cannot drift from the code. Package.swift is read as text
+/// (running `swift package` inside `swift test` would wait for the build directory's lock).
 @Suite struct PackageLayoutTests {
-    /// Layer name, and for the layers whose targets build on each other, that order (else empty: no
-    /// target of the layer may depend on another of it, except on the layer's foundation).
-    static let layers: [(name: String, order: [String])] = [
-        ("System", []),
-        ("Core", ["Sync", "RelayProtocol", "RelayClient", "WatchLink", "Trace", "DevRelay", "OfflineQueue", "LinkQR"]),
-        ("Transport", ["WebSocket", "Net", "WatchNet"]),
-        ("Recording", []),
-        ("Analysis", ["Inspect", "SpecCheck"]),
-        ("Replaying", []),  // foundation: ReplayCore
-        ("Drivers", []),
-        ("Testing", []),
-        ("Apps", ["Viewer", "RelayTraceCLI", "relaytrace", "FuzzTargets", "relaytrace-fuzz", "relaytrace-bench", "relaytrace-wirebench", "relaytrace-test-fixture", "offlinequeue-test-fixture"]),
-    ]
+    /// What a target may depend on inside its own layer.
+    enum Inner: Equatable {
+        /// Nothing of its layer.
+        case nothing
+        /// The targets listed before it in the layer's row.
+        case listedBefore
+        /// This one target of the layer (whose own dependencies lie below the layer).
+        case foundation(String)
+    }
 
-    /// The layers whose targets are peers on one shared target: each may depend on it, on nothing else
-    /// of the layer.
-    static let foundations: [String: String] = ["Replaying": "ReplayCore"]
+    /// One row of the layers table.
+    struct Layer {
+        var name: String
+        var targets: [String]
+        var inner: Inner
+    }
+
+    /// The layers table of docs/ARCHITECTURE.md, bottom first.
+    static func layers() throws -> [Layer] {
+        let text = try String(contentsOfFile: packageRoot.appendingPathComponent("docs/ARCHITECTURE.md").path, encoding: .utf8)
+        let heading = "### Layers (folders of `Sources/`)"
+        let start = try #require(text.range(of: heading), "docs/ARCHITECTURE.md has no section \(heading)")
+        let section = text[start.upperBound...].split(separator: "\n#", maxSplits: 1).first ?? ""
+        let names = try Regex(#"`([^`]+)`"#)
+        var out: [Layer] = []
+        for line in section.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            try #require(cells.count == 5, "a layers row has three cells: \(line)")
+            let layer = try #require(cells[1].firstMatch(of: names).map { String($0.output[1].substring ?? "") })
+            let targets = cells[2].matches(of: names).map { String($0.output[1].substring ?? "") }
+            let inner: Inner
+            if cells[3].contains("listed before") {
+                inner = .listedBefore
+            } else if cells[3].contains(" only"), let base = cells[3].firstMatch(of: names) {
+                inner = .foundation(String(base.output[1].substring ?? ""))
+            } else {
+                try #require(cells[3] == "nothing" || cells[3] == "—", "an unknown rule in the layers row of \(layer): \(cells[3])")
+                inner = .nothing
+            }
+            out.append(Layer(name: layer, targets: targets, inner: inner))
+        }
+        try #require(out.count >= 9, "the layers table has \(out.count) rows")
+        return out
+    }
 
     struct Target {
         var name: String
@@ -48,41 +77,51 @@ import Testing
 
     @Test func everyTargetLivesInALayerFolderAndTheFoldersHoldNothingElse() throws {
         let targets = try Self.targets()
+        let layers = try Self.layers()
         let sources = packageRoot.appendingPathComponent("Sources").path
         let folders = try FileManager.default.contentsOfDirectory(atPath: sources).sorted()
-        #expect(folders == Self.layers.map(\.name).sorted())
+        #expect(folders == layers.map(\.name).sorted())
         var onDisk: [String] = []
         for layer in folders {
             onDisk += try FileManager.default.contentsOfDirectory(atPath: sources + "/" + layer).map { layer + "/" + $0 }
         }
         #expect(onDisk.sorted() == targets.map { $0.layer + "/" + $0.name }.sorted())
         #expect(targets.count >= 39)
+        // docs/ARCHITECTURE.md names each target in the layer whose folder holds it, once.
+        for layer in layers {
+            #expect(Set(layer.targets).count == layer.targets.count, "\(layer.name) names a target twice")
+            #expect(Set(layer.targets) == Set(targets.filter { $0.layer == layer.name }.map(\.name)),
+                    "the layers table's row \(layer.name) is not what Sources/\(layer.name) holds")
+        }
     }
 
     @Test func dependenciesGoDownTheLayersNeverSideways() throws {
         let targets = try Self.targets()
+        let layers = try Self.layers()
         let layerOf = Dictionary(uniqueKeysWithValues: targets.map { ($0.name, $0.layer) })
-        let rank = Dictionary(uniqueKeysWithValues: Self.layers.enumerated().map { ($1.name, $0) })
+        let rank = Dictionary(uniqueKeysWithValues: layers.enumerated().map { ($1.name, $0) })
         var sideways: [String] = []
         for t in targets {
             let own = try #require(rank[t.layer], "\(t.name) is in an unknown layer \(t.layer)")
             for d in t.dependencies {
                 let theirs = try #require(layerOf[d].flatMap { rank[$0] }, "\(t.name) depends on \(d), which is not a target here")
                 if theirs < own { continue }
-                let order = Self.layers[own].order
-                if theirs == own, let i = order.firstIndex(of: d), let j = order.firstIndex(of: t.name), i < j { continue }
-                if theirs == own, Self.foundations[t.layer] == d, d != t.name { continue }
+                let layer = layers[own]
+                if theirs == own, layer.inner == .listedBefore, let i = layer.targets.firstIndex(of: d),
+                   let j = layer.targets.firstIndex(of: t.name), i < j { continue }
+                if theirs == own, layer.inner == .foundation(d), d != t.name { continue }
                 sideways.append("\(t.name) (\(t.layer)) -> \(d) (\(layerOf[d] ?? "?"))")
             }
         }
         #expect(sideways.isEmpty, "dependencies that do not go down: \(sideways)")
-        // The foundation itself depends on lower layers only.
-        for (layer, base) in Self.foundations {
-            let t = try #require(targets.first { $0.name == base && $0.layer == layer }, "\(base) is not in \(layer)")
-            let below = rank[layer] ?? 0
-            #expect(t.dependencies.allSatisfy { (layerOf[$0].flatMap { rank[$0] } ?? .max) < below }, "\(base): \(t.dependencies)")
+        // A foundation itself depends on lower layers only.
+        for (own, layer) in layers.enumerated() {
+            guard case .foundation(let base) = layer.inner else { continue }
+            let t = try #require(targets.first { $0.name == base && $0.layer == layer.name }, "\(base) is not in \(layer.name)")
+            #expect(t.dependencies.allSatisfy { (layerOf[$0].flatMap { rank[$0] } ?? .max) < own }, "\(base): \(t.dependencies)")
         }
         // Issue 19: the replay core builds on the trace format and the protocol only.
         #expect(Set(targets.first { $0.name == "ReplayCore" }?.dependencies ?? []) == ["Trace", "RelayProtocol"])
+        #expect(layers.first { $0.name == "Replaying" }?.inner == .foundation("ReplayCore"))
     }
 }
