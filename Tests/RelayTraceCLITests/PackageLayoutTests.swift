@@ -95,6 +95,23 @@ import Testing
         }
     }
 
+    /// The rooms table of docs/ARCHITECTURE.md says what each target holds: every target has a row, and
+    /// every name in its first column is a target.
+    @Test func theRoomsTableNamesEveryTarget() throws {
+        let text = try String(contentsOfFile: packageRoot.appendingPathComponent("docs/ARCHITECTURE.md").path, encoding: .utf8)
+        let start = try #require(text.range(of: "## Rooms (targets)"))
+        let end = try #require(text.range(of: "### Layers", range: start.upperBound..<text.endIndex))
+        let names = try Regex(#"`([^`]+)`"#)
+        var rooms: Set<String> = []
+        for line in text[start.upperBound..<end.lowerBound].split(separator: "\n") where line.hasPrefix("| `") {
+            let first = line.split(separator: "|", omittingEmptySubsequences: false)[1]
+            rooms.formUnion(first.matches(of: names).map { String($0.output[1].substring ?? "") })
+        }
+        let targets = Set(try Self.targets().map(\.name))
+        #expect(targets.subtracting(rooms).isEmpty, "targets without a row in the rooms table: \(targets.subtracting(rooms).sorted())")
+        #expect(rooms.subtracting(targets).isEmpty, "rooms that are no target: \(rooms.subtracting(targets).sorted())")
+    }
+
     @Test func dependenciesGoDownTheLayersNeverSideways() throws {
         let targets = try Self.targets()
         let layers = try Self.layers()
