@@ -2,7 +2,8 @@
 # What each fast route is worth (docs/ARCHITECTURE.md, "The hot paths"; issue 19). In a scratch clone at
 # REV (HEAD by default), builds `relaytrace` in release once as it is ("REV") and once per fast route with
 # that route switched off (its guard made false, so every frame or record takes the reference route),
-# plus once with every route off. Then, on one 24 h tour simulated by REV's binary, it times them all:
+# plus once per set of routes in `sets` switched off together (routes too small to see one by one), plus
+# once with every route off. Then, on one 24 h tour simulated by REV's binary, it times them all:
 # strict `replay` of the tour (best of RUNS, records/s); strict `replay` of the same tour with every
 # inbound frame respelled `type` first as PROTOCOL.md's examples are (`relaytrace-bench respell`: what a
 # trace of a relay that does not write the development relay's exact bytes costs, since the canonical
@@ -14,10 +15,10 @@
 # Slow the first time at a revision (one release build per route, 2-4 minutes each on 2 cores); the
 # binaries are kept in .build/fast-routes/REV, so a second run at the same revision only times. Not part
 # of the test command.
-# Usage: tools/bench-fast-routes.sh [RUNS] [SIM_RUNS] [DURATION] [REV]     (defaults 21 7 24h HEAD)
+# Usage: tools/bench-fast-routes.sh [RUNS] [SIM_RUNS] [DURATION] [REV]     (defaults 61 9 24h HEAD)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS="${1:-21}"; SIM_RUNS="${2:-7}"; DURATION="${3:-24h}"; REV=$(git rev-parse --short "${4:-HEAD}")
+RUNS="${1:-61}"; SIM_RUNS="${2:-9}"; DURATION="${3:-24h}"; REV=$(git rev-parse --short "${4:-HEAD}")
 [ -n "${EPOCHREALTIME:-}" ] || { echo "bench: needs bash 5 (EPOCHREALTIME)" >&2; exit 1; }
 command -v valgrind >/dev/null || { SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq valgrind >/dev/null; }
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/relaytrace-fast-routes.XXXXXX")"
@@ -37,6 +38,10 @@ routes=(
   'client event writer|Sources/Core/RelayProtocol/RelayMessage.swift|        case .event(let e) where !e.isRelayForm|        case .event(let e) where false \&\& !e.isRelayForm'
   'input reader|Sources/Recording/Capture/ClientRecordCodec.swift|, let input = InputFastPath.decode(record.payload, kind: record.kind) {|, false, let input = InputFastPath.decode(record.payload, kind: record.kind) {'
   'action writer|Sources/Recording/Capture/ClientRecordCodec.swift|        guard let bytes = directActionBytes(action) else {|        guard false, let bytes = directActionBytes(action) else {'
+)
+# Sets of routes switched off together: name | the routes' numbers in the list above (from 0).
+sets=(
+  'the five smallest: pong literal, canonical rpc.response, 8-byte literals, rpc.request and client event writers|0 2 4 7 8'
 )
 edit() {  # edit FILE FROM TO: replace the first occurrence, or fail
   python3 - "$@" <<'PY'
@@ -68,6 +73,17 @@ for i in "${!routes[@]}"; do
     git -C "$TMP/repo" checkout -q -- Sources
   fi
   slugs+=("r$i"); names+=("$name")
+done
+for k in "${!sets[@]}"; do
+  IFS='|' read -r setname members <<<"${sets[$k]}"
+  if ! built "set$k"; then
+    echo "building without: $setname"
+    clone
+    for i in $members; do split "${routes[$i]}"; (cd "$TMP/repo" && edit "$file" "$from" "$to"); done
+    build "set$k"
+    git -C "$TMP/repo" checkout -q -- Sources
+  fi
+  slugs+=("set$k"); names+=("$setname")
 done
 if ! built none; then
   echo "building without any fast route"

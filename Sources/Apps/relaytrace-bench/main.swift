@@ -311,14 +311,15 @@ func wireView(from input: String, to output: String) {
 /// it in order, compact (the spelling of PROTOCOL.md's examples, `{"type":"event","payload":...}`); every
 /// other record as it was. The frames mean what they meant, so the trace replays strictly as before, but
 /// the relay frame reader's canonical readers (which take only the development relay's spelling) pass every
-/// one of them over: what a trace recorded against a relay that spells its frames otherwise costs.
+/// one of them over: what a trace recorded against a relay that spells its frames otherwise costs. The
+/// output is chunked as a simulated trace is, so the two files differ in spelling only.
 func respell(from input: String, to output: String) {
     do {
         let reader = try TraceReader(path: input)
         let header = reader.header
-        var options = TraceWriterOptions()
-        options.overwrite = true
-        options.blockWhenFull = true
+        // Chunked as a simulation chunks (by capture time and size only), so that only the spelling differs
+        // from the input; the input's redaction key.
+        var options = TraceWriterOptions.simulated(seed: header.seed, overwrite: true)
         options.redaction = header.redaction.policy
         options.redactionKey = header.redaction.key
         let writer = try TraceWriter(path: output, header: header, options: options)
