@@ -97,12 +97,9 @@ final class RelayHostCore: Sendable {
     struct State {
         var relay: DevRelay
         var relayTimers: [RelayTimer: LoopTimer] = [:]
-        /// Sockets waiting for the relay's decision, then open ones.
-        var pending: [ConnectionID: LoopWebSocket] = [:]
-        var connections: [ConnectionID: LoopWebSocket] = [:]
+        /// The client sockets, waiting for the relay's decision or open, with their recordings (`relay --record`).
+        var sockets = ServedSockets<ConnectionID>()
         var lastConnection: UInt64 = 0
-        /// Each recorded client connection's socket in the wire trace (`relay --record`).
-        var recorded: [ConnectionID: WireSocket] = [:]
     }
 
     private let start = ContinuousClock.now
@@ -138,12 +135,7 @@ final class RelayHostCore: Sendable {
     func stopping() {
         let done = DispatchSemaphoreBox()
         loop.execute { [self] in
-            state.withLock { s in
-                for id in s.pending.keys.sorted() {
-                    s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the relay is stopping")
-                }
-                s.pending.removeAll()
-            }
+            state.withLock { $0.sockets.refuseUndecided(reason: "the relay is stopping", order: <) }
             done.signal()
         }
         done.wait()
@@ -161,8 +153,7 @@ final class RelayHostCore: Sendable {
             let id = state.withLock { s -> ConnectionID in
                 s.lastConnection += 1
                 let id = ConnectionID(s.lastConnection)
-                s.pending[id] = connection
-                if let socket { s.recorded[id] = socket }
+                s.sockets.admit(id, connection, recording: socket)
                 return id
             }
             relayInput(.upgrade(id, upgrade))
@@ -180,12 +171,7 @@ final class RelayHostCore: Sendable {
             input = .closed(id, code: code, reason: failedByRelay ? "failed by the relay: \(reason)" : reason)
         }
         loop.execute { [self] in
-            if case .closed = input {
-                state.withLock { s in
-                    s.connections.removeValue(forKey: id)
-                    s.recorded.removeValue(forKey: id)
-                }
-            }
+            if case .closed = input { state.withLock { $0.sockets.ended(id) } }
             relayInput(input)
         }
     }
@@ -228,32 +214,20 @@ final class RelayHostCore: Sendable {
         for a in actions {
             switch a {
             case .acceptUpgrade(let c), .refuseUpgrade(let c, _, _):
-                let decided = state.withLock { s -> (LoopWebSocket, WireSocket?)? in
-                    guard let connection = s.pending.removeValue(forKey: c) else { return nil }
-                    if case .acceptUpgrade = a {
-                        s.connections[c] = connection
-                        return (connection, s.recorded[c])
-                    }
-                    return (connection, s.recorded.removeValue(forKey: c))
-                }
-                guard let (connection, socket) = decided else { continue }
-                if case .refuseUpgrade(_, let status, let reason) = a {
-                    socket?.refused(status: status, reason: reason)
-                    connection.refuse(status: status, body: reason)
-                } else {
-                    socket?.opened(status: 101)
-                    connection.accept { [self] _, event in connectionEvent(c, event, socket) }
-                }
+                var refusal: (status: Int, body: String)?
+                if case .refuseUpgrade(_, let status, let reason) = a { refusal = (status, reason) }
+                guard let decided = state.withLock({ $0.sockets.decide(c, accept: refusal == nil) }) else { continue }
+                performUpgradeDecision(decided, refusal: refusal) { [self] event, socket in connectionEvent(c, event, socket) }
             case .send(let c, let frame):
-                let (connection, socket) = state.withLock { s in (s.connections[c], s.recorded[c]) }
-                if let connection {
+                if let (connection, socket) = state.withLock({ $0.sockets.openSocket(c) }) {
                     deliver(frame, to: c, connection, socket)
                 } else {
                     log("\(c) frame not sent (\(frame.byteCount) bytes): the socket is closed")
                 }
             case .close(let c, let code, let reason):
-                let (connection, socket) = state.withLock { s in (s.connections[c], s.recorded[c]) }
-                if let connection { close(c, connection, socket, code: code, reason: reason) }
+                if let (connection, socket) = state.withLock({ $0.sockets.openSocket(c) }) {
+                    close(c, connection, socket, code: code, reason: reason)
+                }
             case .armTimer(let timer, let deadline):
                 let handle = loop.schedule(at: instant(deadline)) { [self] in
                     guard state.withLock({ $0.relayTimers.removeValue(forKey: timer) }) != nil else { return }

@@ -80,10 +80,8 @@ public struct ReplayHostResult: Sendable {
 final class ReplayHostCore: Sendable {
     struct State {
         var machine: ReplayingRelay
-        /// Sockets waiting for the machine's decision, then open ones.
-        var pending: [ReplayConnection: LoopWebSocket] = [:]
-        var connections: [ReplayConnection: LoopWebSocket] = [:]
-        var recorded: [ReplayConnection: WireSocket] = [:]
+        /// The client sockets, waiting for the machine's decision or open, with their recordings.
+        var sockets = ServedSockets<ReplayConnection>()
         var last: UInt64 = 0
         var stopped = false
     }
@@ -139,12 +137,7 @@ final class ReplayHostCore: Sendable {
     /// After the server stopped (every socket is gone): recorded sockets that never got their decision.
     func stopping() {
         onLoopAndWait { [self] in
-            state.withLock { s in
-                for id in s.pending.keys.sorted(by: { $0.id < $1.id }) {
-                    s.recorded.removeValue(forKey: id)?.refused(status: 503, reason: "the replay is stopping")
-                }
-                s.pending.removeAll()
-            }
+            state.withLock { $0.sockets.refuseUndecided(reason: "the replay is stopping", order: { $0.id < $1.id }) }
         }
     }
 
@@ -158,10 +151,8 @@ final class ReplayHostCore: Sendable {
                 guard !s.stopped else { return nil }
                 s.last += 1
                 let c = ReplayConnection(s.last)
-                s.pending[c] = connection
-                if let recorder {
-                    s.recorded[c] = recorder.openSocket(url: request.target, headers: request.headers.fields.map { ($0.name, $0.value) })
-                }
+                s.sockets.admit(c, connection, recording: recorder?.openSocket(url: request.target,
+                                                                               headers: request.headers.fields.map { ($0.name, $0.value) }))
                 return c
             }
             guard let id else { return connection.refuse(status: 503, body: "the replay is stopping") }
@@ -179,12 +170,7 @@ final class ReplayHostCore: Sendable {
             input = .closed(id, code: onWire, reason: reason)
         }
         loop.execute { [self] in
-            if case .closed = input {
-                state.withLock { s in
-                    s.connections.removeValue(forKey: id)
-                    s.recorded.removeValue(forKey: id)
-                }
-            }
+            if case .closed = input { state.withLock { $0.sockets.ended(id) } }
             handle(input)
         }
     }
@@ -201,24 +187,11 @@ final class ReplayHostCore: Sendable {
         for a in actions {
             switch a {
             case .accept(let c), .refuse(let c, _, _):
-                let decided = state.withLock { s -> (LoopWebSocket, WireSocket?)? in
-                    guard let connection = s.pending.removeValue(forKey: c) else { return nil }
-                    if case .accept = a {
-                        s.connections[c] = connection
-                        return (connection, s.recorded[c])
-                    }
-                    return (connection, s.recorded.removeValue(forKey: c))
-                }
-                guard let (connection, socket) = decided else { continue }
-                if case .refuse(_, let status, let body) = a {
-                    socket?.refused(status: status, reason: body)
-                    log("\(c): refused \(status): \(body)")
-                    connection.refuse(status: status, body: body)
-                } else {
-                    socket?.opened(status: 101)
-                    log("\(c): upgraded")
-                    connection.accept { [self] _, event in connectionEvent(c, event, socket) }
-                }
+                var refusal: (status: Int, body: String)?
+                if case .refuse(_, let status, let body) = a { refusal = (status, body) }
+                guard let decided = state.withLock({ $0.sockets.decide(c, accept: refusal == nil) }) else { continue }
+                log(refusal.map { "\(c): refused \($0.status): \($0.body)" } ?? "\(c): upgraded")
+                performUpgradeDecision(decided, refusal: refusal) { [self] event, socket in connectionEvent(c, event, socket) }
             case .send(let c, let frame):
                 guard let (connection, socket) = open(c) else { continue }
                 deliverOnLoop(frame, connection, socket, naming: "\(c)", log: log)
@@ -253,6 +226,6 @@ final class ReplayHostCore: Sendable {
 
     /// An accepted socket that has not ended, with its recording.
     private func open(_ c: ReplayConnection) -> (LoopWebSocket, WireSocket?)? {
-        state.withLock { s in s.connections[c].map { ($0, s.recorded[c]) } }
+        state.withLock { $0.sockets.openSocket(c) }
     }
 }
