@@ -16,6 +16,9 @@
 # binaries are kept in .build/fast-routes/REV, so a second run at the same revision only times. Not part
 # of the test command.
 # Usage: tools/bench-fast-routes.sh [RUNS] [SIM_RUNS] [DURATION] [REV]     (defaults 61 9 24h HEAD)
+#   SIM_RUNS 0 skips `simulate`; CALLGRIND=0 skips the instruction counts; ONLY="0 2 set0" times only
+#   those binaries (route numbers from 0, sets as setK, none) beside REV and its control, for a closer
+#   look at small differences with more rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-61}"; SIM_RUNS="${2:-9}"; DURATION="${3:-24h}"; REV=$(git rev-parse --short "${4:-HEAD}")
@@ -98,6 +101,16 @@ if [ ! -x "$BIN/relaytrace-bench" ]; then
   cp "$TMP/repo/.build/release/relaytrace-bench" "$BIN/relaytrace-bench"
 fi
 slugs+=(none); names+=("every fast route")
+if [ -n "${ONLY:-}" ]; then
+  keep_slugs=(); keep_names=()
+  for i in "${!slugs[@]}"; do
+    for w in $ONLY; do
+      case "$w" in set*|none) want=$w ;; *) want=r$w ;; esac
+      [ "${slugs[$i]}" = "$want" ] && { keep_slugs+=("${slugs[$i]}"); keep_names+=("${names[$i]}"); }
+    done
+  done
+  slugs=("${keep_slugs[@]}"); names=("${keep_names[@]}")
+fi
 
 "$BIN/head" simulate --scenario tour --duration "$DURATION" -o "$TMP/day.rtrace" --force >/dev/null
 "$BIN/relaytrace-bench" respell "$TMP/day.rtrace" "$TMP/respelled.rtrace" >/dev/null
@@ -125,23 +138,26 @@ for round in $(seq "$SIM_RUNS"); do
   done
 done
 declare -A ir
+[ "${CALLGRIND:-1}" = 0 ] || {
 count() { valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" "$@" >/dev/null 2>"$TMP/cg.err"; grep -o 'Collected : [0-9]*' "$TMP/cg.err" | grep -o '[0-9]*'; }
 for s in head "${slugs[@]}"; do
   ir[$s]=$(count "$BIN/$s" replay "$TMP/day.rtrace")
   ir[r_$s]=$(count "$BIN/$s" replay "$TMP/respelled.rtrace")
 done
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b / a }'; }
 rate() { awk -v n="$records" -v s="$1" 'BEGIN { printf "%d", n / s }'; }
 row() {  # row LABEL SLUG: the binary's figures, each as a ratio to REV's
-  local s=$2 irt="-" irr="-"
+  local s=$2 irt="-" irr="-" sim="-" simx="-"
   [ -n "${ir[$s]:-}" ] && irt=$(ratio "${ir[head]}" "${ir[$s]}") && irr=$(ratio "${ir[r_head]}" "${ir[r_$s]}")
+  [ -n "${best[sim_$s]:-}" ] && sim=${best[sim_$s]} && simx=$(ratio "${best[sim_head]}" "${best[sim_$s]}")
   printf "| %s | %s (%s/s) | %s | %s | %s | %s | %s | %s |\n" "$1" "${best[replay_$s]}" "$(rate "${best[replay_$s]}")" \
     "$(ratio "${best[replay_head]}" "${best[replay_$s]}")" "$irt" \
-    "$(ratio "${best[respelled_head]}" "${best[respelled_$s]}")" "$irr" "${best[sim_$s]}" "$(ratio "${best[sim_head]}" "${best[sim_$s]}")"
+    "$(ratio "${best[respelled_head]}" "${best[respelled_$s]}")" "$irr" "$sim" "$simx"
 }
 echo "| binary | replay of the tour, s | x $REV | Ir x $REV | replay respelled, x $REV | Ir x $REV | simulate, s | x $REV |"
 echo "|---|---|---|---|---|---|---|---|"
 row "$REV (every fast route)" head
 row "control ($REV again: the noise)" control
 for i in "${!slugs[@]}"; do row "without: ${names[$i]}" "${slugs[$i]}"; done
-echo "$REV: replay of the tour ${best[replay_head]} s, ${ir[head]} Ir; respelled ${best[respelled_head]} s, ${ir[r_head]} Ir"
+echo "$REV: replay of the tour ${best[replay_head]} s, ${ir[head]:--} Ir; respelled ${best[respelled_head]} s, ${ir[r_head]:--} Ir; $RUNS rounds"
