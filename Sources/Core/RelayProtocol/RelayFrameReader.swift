@@ -86,9 +86,13 @@ extension JSONByteParser {
     /// Moves past `literal` when the input continues with it; false (index unchanged) otherwise.
     private mutating func consume(_ literal: StaticString) -> Bool {
         let n = literal.utf8CodeUnitCount
-        guard end - index >= n, let base = bytes.baseAddress,
-              UnsafeBufferPointer(start: base + index, count: n).elementsEqual(UnsafeBufferPointer(start: literal.utf8Start, count: n))
-        else { return false }
+        guard end - index >= n, let base = bytes.baseAddress else { return false }
+        let a = UnsafeRawPointer(base + index), b = UnsafeRawPointer(literal.utf8Start)
+        var k = 0
+        while k < n {
+            guard a.load(fromByteOffset: k, as: UInt8.self) == b.load(fromByteOffset: k, as: UInt8.self) else { return false }
+            k += 1
+        }
         index += n
         return true
     }
