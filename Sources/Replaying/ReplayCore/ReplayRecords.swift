@@ -10,12 +10,14 @@ public import Trace
 /// throw, returns a stand-in record of kind `unknown(0)` at the chunk's first time whose payload says what is
 /// wrong. Not thread-safe when file-backed (the table caches): use it from one thread.
 public struct ReplayRecords: RandomAccessCollection {
-    private enum Storage {
+    @usableFromInline
+    enum Storage {
         case memory([TraceRecord])
         case file(TraceRecordTable)
     }
 
-    private let storage: Storage
+    @usableFromInline
+    let storage: Storage
     /// How many records there are.
     public let count: Int
 
@@ -42,8 +44,9 @@ public struct ReplayRecords: RandomAccessCollection {
     /// `count`.
     public var endIndex: Int { count }
 
-    /// The record numbered `index`; throws when it lies in a damaged chunk of the trace file.
-    @inline(__always)
+    /// The record numbered `index`; throws when it lies in a damaged chunk of the trace file. Inlinable: the
+    /// replayers read every record through it.
+    @inlinable
     public func record(at index: Int) throws(TraceError) -> TraceRecord {
         switch storage {
         case .memory(let records): return records[index]
