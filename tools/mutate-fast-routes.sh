@@ -16,6 +16,7 @@ flags=(-Xswiftc -assert-config -Xswiftc Release)
 mutants=(
   'pong route|Sources/Core/RelayProtocol/RelayMessage.swift|            self = .pong\n|            self = .ping\n'
   'canonical event route|Sources/Core/RelayProtocol/MessagePayloads.swift|        sourceDeviceId = f.sourceDeviceId\n|        sourceDeviceId = f.targetDeviceId\n'
+  'canonical literal comparison|Sources/Core/RelayProtocol/RelayFrameReader.swift|        while k < n {\n|        while k < n - 1 {\n'
   'canonical rpc.response route|Sources/Core/RelayProtocol/RelayMessage.swift|isFinal: f.isFinal, traceparent|isFinal: !f.isFinal, traceparent'
   'deferred event route|Sources/Core/RelayProtocol/RelayMessage.swift|try self.init(decoding: fast.value, deferredEventPayload: fast.deferred)|try self.init(decoding: fast.value, deferredEventPayload: nil)'
   'TimelineUpdated(raw:) direct read|Sources/Core/RelayProtocol/Events.swift|            revision = n\n|            revision = n &+ 1\n'
