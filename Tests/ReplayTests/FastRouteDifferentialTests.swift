@@ -196,6 +196,41 @@ import Trace
         #expect(direct.heartbeat > 100 && direct.request > 100 && direct.event > 100, "\(direct)")
     }
 
+    /// The canonical readers accept exactly the development relay's bytes: every frame of the tour that a
+    /// canonical reader (or the pong literal) takes, with each of its bytes changed in turn (one bit flipped,
+    /// so a letter changes case, a quote or brace becomes another character, a digit another digit or
+    /// punctuation), still decodes, or fails, exactly as the reference route says.
+    @Test func everyByteOfACanonicalFrameChangedAgreesWithTheReference() throws {
+        let reader = try TraceReader(path: try TraceReplay.packageRoot(from: #filePath) + "/Traces/tour.rtrace")
+        var frames: [String] = []
+        var seen = (event: 0, response: 0, pong: 0)
+        for e in reader.readAll().entries where e.record.kind == .frameText && e.record.direction == .inbound {
+            let text = e.record.payloadText
+            if text == #"{"type":"pong"}"#, seen.pong < 2 {
+                seen.pong += 1
+            } else if RelayFrameReader.readingCanonicalEvent(text) != nil, seen.event < 12 {
+                seen.event += 1
+            } else if RelayFrameReader.readingCanonicalRpcResponse(text) != nil, seen.response < 8 {
+                seen.response += 1
+            } else {
+                continue
+            }
+            frames.append(text)
+        }
+        #expect(seen.event == 12 && seen.response == 8 && seen.pong == 2, "\(seen)")
+        var taken = Taken(), changed = 0
+        for text in frames {
+            let bytes = Array(text.utf8)
+            for i in bytes.indices {
+                var b = bytes
+                b[i] ^= 0x01
+                Self.checkInbound(String(decoding: b, as: UTF8.self), &taken, sourceLocation: #_sourceLocation)
+                changed += 1
+            }
+        }
+        #expect(changed > 5_000)
+    }
+
     @Test(arguments: goldenNames)
     func everyFastRouteAgreesWithItsReferenceOnTheGoldenTrace(name: String) throws {
         let reader = try TraceReader(path: try TraceReplay.packageRoot(from: #filePath) + "/Traces/\(name).rtrace")
