@@ -2,8 +2,9 @@
 # Strict replay and the frames listing, before and after a change, in one run on the same files: builds
 # `relaytrace` in release at BASE and at AFTER (default HEAD; scratch clones), simulates the 24 h tour once, writes a
 # record stream once (`relaytrace-bench write`), then alternates the two binaries: `replay` of the tour
-# (best of RUNS, records/s) and `frames --format jsonl` of the stream (best of RUNS), and counts the
-# replay's instructions under callgrind (deterministic, not disturbed by load). Prints HEAD/BASE ratios.
+# (best of RUNS, records/s) and `frames --format jsonl` of the stream (best of RUNS), each round in a
+# shuffled order, and counts the instructions of the replay and of a frames listing of a 20 MB stream
+# under callgrind (deterministic, not disturbed by load). Prints HEAD/BASE ratios.
 # Usage: tools/bench-before-after.sh BASE [AFTER] [RUNS] [BYTES]     (e.g. tools/bench-before-after.sh 167ef45 HEAD 5 200000000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,12 +37,20 @@ run() {  # run KEY CMD...: keeps the best wall time of KEY
     t0=$EPOCHREALTIME; "${@:2}" >/dev/null; t1=$EPOCHREALTIME
     best[$1]=$(awk -v a="$t0" -v b="$t1" -v m="${best[$1]:-1e9}" 'BEGIN { s = b - a; printf "%.4f", (s < m) ? s : m }')
 }
-for _ in $(seq "$RUNS"); do  # alternated, so a change in load hits both sides alike
-    run replay_base "$BIN_BASE" replay "$TMP/day.rtrace"; run replay_head "$BIN_HEAD" replay "$TMP/day.rtrace"
-    run frames_base "$BIN_BASE" frames "$TMP/stream.rtrace" --format jsonl; run frames_head "$BIN_HEAD" frames "$TMP/stream.rtrace" --format jsonl
+for round in $(seq "$RUNS"); do  # all four once a round, in a shuffled order, so a change in load hits both sides alike
+    for job in $(printf '%s\n' replay_base replay_head frames_base frames_head | shuf --random-source=<(yes "$round")); do
+        bin=$BIN_BASE; [ "${job#*_}" = head ] && bin=$BIN_HEAD
+        case $job in
+            replay_*) run "$job" "$bin" replay "$TMP/day.rtrace" ;;
+            frames_*) run "$job" "$bin" frames "$TMP/stream.rtrace" --format jsonl ;;
+        esac
+    done
 done
 ir() { valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" "$@" >/dev/null 2>"$TMP/cg.err"; grep -o 'Collected : [0-9]*' "$TMP/cg.err" | grep -o '[0-9]*'; }
 ir_base=$(ir "$BIN_BASE" replay "$TMP/day.rtrace"); ir_head=$(ir "$BIN_HEAD" replay "$TMP/day.rtrace")
+# The frames listing's instructions, on a 20 MB stream (callgrind runs the workers one at a time; the total is what counts).
+"$TMP/base/.build/release/relaytrace-bench" write "$TMP/small.rtrace" --bytes 20000000 --seed 1 >/dev/null
+irf_base=$(ir "$BIN_BASE" frames "$TMP/small.rtrace" --format jsonl); irf_head=$(ir "$BIN_HEAD" frames "$TMP/small.rtrace" --format jsonl)
 rate() { awk -v n="$records" -v s="$1" 'BEGIN { printf "%d", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b / a }'; }
 printf "replay, best of %s:   base %s s (%s records/s)   after %s s (%s records/s)   after/base %s\n" "$RUNS" \
@@ -49,3 +58,4 @@ printf "replay, best of %s:   base %s s (%s records/s)   after %s s (%s records/
 printf "frames jsonl, best of %s:   base %s s   after %s s   after/base %s\n" "$RUNS" \
     "${best[frames_base]}" "${best[frames_head]}" "$(ratio "${best[frames_base]}" "${best[frames_head]}")"
 printf "replay instructions (callgrind):   base %s   after %s   after/base %s\n" "$ir_base" "$ir_head" "$(ratio "$ir_base" "$ir_head")"
+printf "frames instructions, 20 MB stream (callgrind):   base %s   after %s   after/base %s\n" "$irf_base" "$irf_head" "$(ratio "$irf_base" "$irf_head")"
