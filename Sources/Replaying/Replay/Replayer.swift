@@ -20,6 +20,13 @@ public typealias ReplayEvent = ReplayStepEvent<ClientInput>
 /// `maxCheckpoints` are kept: past that, every other one is dropped and the interval doubles, so memory
 /// stays bounded on a trace of any length and a step back replays at most the larger of
 /// `checkpointInterval` and about `2 * records / maxCheckpoints` records.
+///
+/// Not thread-safe: use a replayer from one thread. The stored properties the replay touches for every
+/// record (`machine`, `position`, the pending actions and their head, the action buffer, the last input)
+/// are `@exclusivity(unchecked)`: the runtime's dynamic exclusivity check cost about four calls per record,
+/// 3.8 % of a strict replay's instructions (docs/BENCHMARKS.md, issue 19). No access to them can overlap
+/// another: the replayer is used from one thread, and while it holds one of them it calls no code outside
+/// this module (`onProgress`, conditions and breakpoints run between records, on copies of the machine).
 public final class Replayer {
     /// The trace's header.
     public let header: TraceHeader
@@ -27,9 +34,9 @@ public final class Replayer {
     /// complete trace file, else held in memory.
     public let records: ReplayRecords
     /// The machine under replay.
-    public private(set) var machine: RelayClientMachine
+    @exclusivity(unchecked) public private(set) var machine: RelayClientMachine
     /// The index of the next record to replay.
-    public private(set) var position = 0
+    @exclusivity(unchecked) public private(set) var position = 0
     /// Conditions that pause ``run(until:)`` (and the CLI's `continue`).
     public var breakpoints: [ReplayCondition<RelayClientMachine>] = []
     /// Records between checkpoints for stepping backward (at the start; see `maxCheckpoints`).
@@ -40,7 +47,7 @@ public final class Replayer {
     /// Checkpoints held now.
     public var checkpointCount: Int { checkpoints.count }
     /// Records between checkpoints now.
-    public private(set) var currentCheckpointInterval: Int
+    @exclusivity(unchecked) public private(set) var currentCheckpointInterval: Int
     /// How many records a divergence report shows before the divergent one.
     public var contextRecords = 8
     /// Called by ``run(until:)`` with the position each time it reaches a multiple of
@@ -59,18 +66,18 @@ public final class Replayer {
     }
     /// `divergence != nil || damage != nil`, kept as a flag: the loops test it once per record, and reading
     /// the optional struct out of the class copies (and then releases) every field it has.
-    private var hasDiverged = false
+    @exclusivity(unchecked) private var hasDiverged = false
 
     private let redactor: Redactor
     private let initialMachine: RelayClientMachine
     /// The records of the last input's actions, not yet redacted: a recorded action is already redacted and
     /// redaction is idempotent, so an action whose raw bytes equal the recorded ones matches without being
     /// redacted; only the others (those carrying a secret, or a real difference) are redacted, by `redacted`.
-    private var pending: [TraceRecord] = []
-    private var pendingHead = 0
-    private var lastInputRecord: Int?
+    @exclusivity(unchecked) private var pending: [TraceRecord] = []
+    @exclusivity(unchecked) private var pendingHead = 0
+    @exclusivity(unchecked) private var lastInputRecord: Int?
     private var checkpoints: [Checkpoint] = []
-    private var actionBuffer: [ClientAction] = []
+    @exclusivity(unchecked) private var actionBuffer: [ClientAction] = []
     /// The last few payloads redacted, with their results: redaction is a pure function of the redactor
     /// (fixed for the replay), the kind and the bytes, and the same secret-bearing record (the
     /// `transportOpen` with the JWT and token binding) comes back with every generation.
@@ -155,7 +162,7 @@ public final class Replayer {
     }
 
     /// The input of the last `.fed` outcome.
-    private var lastFedInput: ClientInput?
+    @exclusivity(unchecked) private var lastFedInput: ClientInput?
 
     /// Replays the next record (see `step()`).
     private func advance() -> Outcome {
@@ -403,6 +410,7 @@ public final class Replayer {
             guard r.kind == .frameText, let json = try? JSONValue(parsing: r.payload), json["type"] == "event" else { return false }
             return json["payload"]?["eventType"]?.stringValue == e
         case .state(let predicate, _):
+            let machine = machine  // a copy, so that no access to the stored machine is held while the caller's code runs
             return predicate(machine)
         case .time, .record, .timer:
             return false  // answered by holdsByPosition
