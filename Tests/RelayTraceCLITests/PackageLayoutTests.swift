@@ -25,9 +25,14 @@ import Testing
         var inner: Inner
     }
 
+    /// The text of the package's file at `path` (relative to the package root).
+    static func packageText(_ path: String) throws -> String {
+        try String(contentsOfFile: packageRoot.appendingPathComponent(path).path, encoding: .utf8)
+    }
+
     /// The layers table of docs/ARCHITECTURE.md, bottom first.
     static func layers() throws -> [Layer] {
-        let text = try String(contentsOfFile: packageRoot.appendingPathComponent("docs/ARCHITECTURE.md").path, encoding: .utf8)
+        let text = try Self.packageText("docs/ARCHITECTURE.md")
         let heading = "### Layers (folders of `Sources/`)"
         let start = try #require(text.range(of: heading), "docs/ARCHITECTURE.md has no section \(heading)")
         let section = text[start.upperBound...].split(separator: "\n#", maxSplits: 1).first ?? ""
@@ -61,7 +66,7 @@ import Testing
 
     /// Every non-test target of Package.swift with its declared path's layer and its dependencies.
     static func targets() throws -> [Target] {
-        let text = try String(contentsOfFile: packageRoot.appendingPathComponent("Package.swift").path, encoding: .utf8)
+        let text = try Self.packageText("Package.swift")
         let declaration = try Regex(#"\.(?:target|executableTarget|systemLibrary)\(\s*name: "([^"]+)"(?:, dependencies: \[([^\]]*)\])?, path: "Sources/([^/"]+)/([^"]+)""#)
         var out: [Target] = []
         for m in text.matches(of: declaration) {
@@ -98,7 +103,7 @@ import Testing
     /// The rooms table of docs/ARCHITECTURE.md says what each target holds: every target has a row, and
     /// every name in its first column is a target.
     @Test func theRoomsTableNamesEveryTarget() throws {
-        let text = try String(contentsOfFile: packageRoot.appendingPathComponent("docs/ARCHITECTURE.md").path, encoding: .utf8)
+        let text = try Self.packageText("docs/ARCHITECTURE.md")
         let start = try #require(text.range(of: "## Rooms (targets)"))
         let end = try #require(text.range(of: "### Layers", range: start.upperBound..<text.endIndex))
         let names = try Regex(#"`([^`]+)`"#)
