@@ -22,8 +22,8 @@ public typealias ReplayEvent = ReplayStepEvent<ClientInput>
 /// `checkpointInterval` and about `2 * records / maxCheckpoints` records.
 ///
 /// Not thread-safe: use a replayer from one thread. The stored properties the replay touches for every
-/// record (`machine`, `position`, the pending actions and their head, the action buffer, the last input)
-/// are `@exclusivity(unchecked)`: the runtime's dynamic exclusivity check cost about four calls per record,
+/// record (`machine`, `position`, `currentCheckpointInterval`, the divergence flag, the pending actions and
+/// their head, the action buffer, the last input and its record) are `@exclusivity(unchecked)`: the runtime's dynamic exclusivity check cost about four calls per record,
 /// 3.8 % of a strict replay's instructions (docs/BENCHMARKS.md, issue 19). No access to them can overlap
 /// another: the replayer is used from one thread, and while it holds one of them it calls no code outside
 /// this module (`onProgress`, conditions and breakpoints run between records, on copies of the machine).
